@@ -1,0 +1,123 @@
+// The topology file: one TOML file, shared by every host, that declares the pipeline's nodes,
+// their links and stages. This header is the validated, resolved form the daemon works from.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace hoprelay::config {
+
+// Position in the topology file, 1-based; 0 when not known (e.g. a whole-file problem).
+struct SourcePos {
+  uint32_t line = 0;
+  uint32_t col = 0;
+};
+
+// One problem found in a topology file. format() gives "FILE:LINE:COL: error: MESSAGE".
+struct Diagnostic {
+  std::string file;
+  SourcePos pos;
+  std::string message;
+  std::string format() const;
+};
+
+// Thrown by load_topology()/parse_topology() with every problem found, in file order.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<Diagnostic> diagnostics);
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+// "host:port" or "[v6]:port"; host is a literal IP address or a name resolvable at run time.
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const;
+};
+
+enum class TransportKind { kAuto, kVerbs, kTcp };
+enum class Route { kBroadcast, kRoundRobin, kHash };
+// How data enters a node over verbs (ignored by tcp): RDMA WRITE with immediate or SEND.
+enum class Ingress { kWrite, kSend };
+// How a node forwards to its downstream peers over verbs (ignored by tcp).
+enum class Forward { kSend, kWrite };
+// Completion handling: a completion channel (event) or busy polling.
+enum class Poll { kEvent, kBusy };
+
+std::string_view to_string(TransportKind v);
+std::string_view to_string(Route v);
+std::string_view to_string(Ingress v);
+std::string_view to_string(Forward v);
+std::string_view to_string(Poll v);
+
+struct StageSpec {
+  std::string plugin = "passthrough";
+  // Every key of the `stage` table except `plugin`, values in their TOML spelling
+  // (strings unquoted), in file order.
+  std::vector<std::pair<std::string, std::string>> params;
+};
+
+// Limits enforced by validation.
+inline constexpr uint64_t kMinSlotSize = 256;
+inline constexpr uint64_t kMaxSlotSize = 16ull << 20;  // 16 MiB
+inline constexpr int64_t kMinSlots = 2;
+inline constexpr int64_t kMaxSlots = 4096;
+
+struct NodeSpec {
+  std::string name;
+  Endpoint listen;
+  std::optional<Endpoint> metrics;
+  std::vector<std::string> downstream;  // names of nodes, in file order
+  std::vector<std::string> upstream;    // derived: nodes that list this one as downstream
+  Route route = Route::kBroadcast;
+  StageSpec stage;
+  // Pipeline defaults, overridable per node.
+  TransportKind transport = TransportKind::kAuto;
+  uint32_t slot_size = 64 * 1024;
+  uint32_t slots = 64;
+  Ingress ingress = Ingress::kWrite;
+  Forward forward = Forward::kSend;
+  Poll poll = Poll::kEvent;
+  SourcePos pos;  // where [nodes.NAME] starts
+
+  bool is_head() const { return upstream.empty(); }
+  bool is_leaf() const { return downstream.empty(); }
+};
+
+struct Topology {
+  std::string path;
+  std::string name;
+  uint64_t hash = 0;  // FNV-1a 64 of the file's bytes: tells nodes apart that run different files
+  TransportKind transport = TransportKind::kAuto;
+  uint32_t slot_size = 64 * 1024;
+  uint32_t slots = 64;
+  std::vector<NodeSpec> nodes;  // file order
+
+  const NodeSpec* find(std::string_view node) const;
+  size_t link_count() const;  // number of (node -> downstream) edges
+};
+
+// Parses and validates. Throws ConfigError carrying every problem found (never just the
+// first), std::system_error when the file cannot be read.
+Topology load_topology(const std::string& path);
+Topology parse_topology(std::string_view text, const std::string& path_for_messages);
+
+// Graphviz DOT of the topology: one node per topology node (labelled with stage and listen
+// address), one edge per downstream link, the route on fan-out edges.
+std::string to_dot(const Topology& topology);
+
+// "64KiB", "1MiB", "512B", "4096" -> bytes. nullopt when it does not parse.
+std::optional<uint64_t> parse_size(std::string_view text);
+// "127.0.0.1:7001", "[::1]:7001", "host:7001"; nullopt when it does not parse.
+std::optional<Endpoint> parse_endpoint(std::string_view text);
+uint64_t fnv1a64(std::string_view bytes);
+
+}  // namespace hoprelay::config

@@ -1,0 +1,141 @@
+// The resolved topology's own behaviour: diagnostics, names of enum values, lookups, DOT
+// output and reading the file. Parsing and validation live in validate.cpp.
+#include "hoprelay/config/topology.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "internal.h"
+
+namespace hoprelay::config {
+namespace {
+
+template <class E, size_t N>
+std::string_view spelling_of(const std::array<internal::Spelling<E>, N>& spellings, E value) {
+  for (const auto& s : spellings) {
+    if (s.value == value) return s.text;
+  }
+  return "?";
+}
+
+std::string join_diagnostics(const std::vector<Diagnostic>& diagnostics) {
+  std::string text;
+  for (const auto& d : diagnostics) {
+    if (!text.empty()) text += '\n';
+    text += d.format();
+  }
+  return text;
+}
+
+// Escapes text for a double-quoted DOT string.
+std::string dot_quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace
+
+std::string Diagnostic::format() const {
+  // A position of 0 means "the whole file" (e.g. a missing [pipeline] table): print no
+  // position rather than a fake one.
+  std::string where = file;
+  if (pos.line > 0) {
+    where += ":" + std::to_string(pos.line);
+    if (pos.col > 0) where += ":" + std::to_string(pos.col);
+  }
+  return where + ": error: " + message;
+}
+
+ConfigError::ConfigError(std::vector<Diagnostic> diagnostics)
+    : std::runtime_error(join_diagnostics(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+
+std::string_view to_string(TransportKind v) {
+  return spelling_of(internal::kTransportSpellings, v);
+}
+std::string_view to_string(Route v) {
+  return spelling_of(internal::kRouteSpellings, v);
+}
+std::string_view to_string(Ingress v) {
+  return spelling_of(internal::kIngressSpellings, v);
+}
+std::string_view to_string(Forward v) {
+  return spelling_of(internal::kForwardSpellings, v);
+}
+std::string_view to_string(Poll v) {
+  return spelling_of(internal::kPollSpellings, v);
+}
+
+const NodeSpec* Topology::find(std::string_view node) const {
+  for (const auto& n : nodes) {
+    if (n.name == node) return &n;
+  }
+  return nullptr;
+}
+
+size_t Topology::link_count() const {
+  size_t links = 0;
+  for (const auto& n : nodes) links += n.downstream.size();
+  return links;
+}
+
+std::string to_dot(const Topology& topology) {
+  std::string out = "digraph " + dot_quote(topology.name) + " {\n";
+  out += "  rankdir=LR;\n";
+  out += "  node [shape=box];\n";
+  for (const auto& n : topology.nodes) {
+    out += "  " + dot_quote(n.name) +
+           " [label=" + dot_quote(n.name + "\n" + n.stage.plugin + "\n" + n.listen.to_string()) +
+           "];\n";
+  }
+  for (const auto& n : topology.nodes) {
+    // The route only matters where a node has a choice of peers.
+    bool fan_out = n.downstream.size() > 1;
+    for (const auto& d : n.downstream) {
+      out += "  " + dot_quote(n.name) + " -> " + dot_quote(d);
+      if (fan_out) out += " [label=" + dot_quote(to_string(n.route)) + "]";
+      out += ";\n";
+    }
+  }
+  out += "}\n";
+  return out;
+}
+
+Topology load_topology(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw std::system_error(errno, std::generic_category(),
+                            "cannot read topology file \"" + path + "\"");
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;  // a directory opens fine and fails here with EISDIR
+      ::close(fd);
+      throw std::system_error(err, std::generic_category(),
+                              "cannot read topology file \"" + path + "\"");
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return parse_topology(text, path);
+}
+
+}  // namespace hoprelay::config

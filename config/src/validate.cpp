@@ -1,0 +1,653 @@
+// parse_topology(): TOML -> validated Topology. The validator never stops at the first problem:
+// it records every one it can find, with the position of the offending key or value, so that an
+// operator fixes a file in one round instead of one error per run.
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/stages/stage.h"
+#include "internal.h"
+
+namespace hoprelay::config {
+namespace {
+
+using internal::did_you_mean;
+
+// Node names travel in the RDMA CM connection hello, whose 56 bytes of private data also
+// carry a header; 48 bytes is what is left for the name.
+constexpr size_t kMaxNodeNameBytes = 48;
+
+const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes"};
+const std::vector<std::string_view> kSettingKeys = {"transport", "slot_size", "slots",
+                                                    "ingress",   "forward",   "poll"};
+const std::vector<std::string_view> kPipelineKeys = {"name",    "transport", "slot_size", "slots",
+                                                     "ingress", "forward",   "poll"};
+const std::vector<std::string_view> kNodeKeys = {"listen",  "metrics",   "downstream", "route",
+                                                 "stage",   "transport", "slot_size",  "slots",
+                                                 "ingress", "forward",   "poll"};
+
+SourcePos pos_of(const toml::source_region& region) {
+  return {region.begin.line, region.begin.column};
+}
+
+bool before(SourcePos a, SourcePos b) {
+  return a.line != b.line ? a.line < b.line : a.col < b.col;
+}
+
+std::string_view type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "nothing";
+  }
+}
+
+bool contains(const std::vector<std::string_view>& list, std::string_view item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+std::string quoted(std::string_view text) {
+  return "\"" + std::string(text) + "\"";
+}
+
+// A node name as it appears in a key path of messages ("nodes.a", "nodes.\"a.b\""): quoted the
+// way TOML needs it when it is not a bare key, so the path can be pasted back into the file.
+std::string key_part(std::string_view name) {
+  bool bare = !name.empty();
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) bare = false;
+  }
+  if (bare) return std::string(name);
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// "64KiB" for the limits in messages, so they read like what the user writes.
+std::string size_text(uint64_t bytes) {
+  if (bytes != 0 && bytes % (1024 * 1024) == 0) return std::to_string(bytes >> 20) + "MiB";
+  if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + "KiB";
+  return std::to_string(bytes) + "B";
+}
+
+// A float in TOML spelling: shortest round-trip digits, always recognisably a float.
+std::string float_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  std::string text(buf, end);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+struct Entry {
+  std::string_view key;
+  SourcePos key_pos;
+  const toml::node* value;
+  SourcePos value_pos;
+};
+
+// toml++ keeps a table's keys sorted by name; the file order is what users (and the node and
+// parameter lists) expect.
+std::vector<Entry> in_file_order(const toml::table& table) {
+  std::vector<Entry> entries;
+  for (auto&& [key, value] : table) {
+    entries.push_back({key.str(), pos_of(key.source()), &value, pos_of(value.source())});
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (before(a.value_pos, b.value_pos)) return true;
+    if (before(b.value_pos, a.value_pos)) return false;
+    return before(a.key_pos, b.key_pos);
+  });
+  return entries;
+}
+
+struct Settings {
+  TransportKind transport = TransportKind::kAuto;
+  uint32_t slot_size = 64 * 1024;
+  uint32_t slots = 64;
+  Ingress ingress = Ingress::kWrite;
+  Forward forward = Forward::kSend;
+  Poll poll = Poll::kEvent;
+};
+
+// One entry of [nodes], table or not, so that downstream names resolve against every declared
+// name even when the declaration itself is broken.
+struct RawNode {
+  std::string name;
+  SourcePos key_pos;
+  const toml::table* table = nullptr;
+  NodeSpec spec;
+  struct Link {
+    size_t to;
+    SourcePos pos;
+  };
+  std::vector<Link> links;  // valid downstream links only
+};
+
+struct AddressUse {
+  SourcePos pos;
+  std::string identity;
+  std::string text;
+  std::string_view kind;  // "listen" or "metrics"
+  std::string node;
+  std::string key;  // "nodes.a.listen"
+};
+
+class Validator {
+ public:
+  Validator(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  Topology run() {
+    toml::table root;
+    try {
+      root = toml::parse(text_, std::string_view(path_));
+    } catch (const toml::parse_error& e) {
+      // The parser cannot go on past a syntax error, so this is the one single-error case.
+      error(pos_of(e.source()), "TOML syntax error: " + std::string(e.description()));
+      throw ConfigError(std::move(diagnostics_));
+    }
+
+    Topology topology;
+    topology.path = path_;
+    topology.hash = fnv1a64(text_);
+
+    const toml::node* pipeline = nullptr;
+    const toml::node* nodes = nullptr;
+    std::set<std::string_view> suggested;
+    for (const Entry& e : in_file_order(root)) {
+      if (e.key == "pipeline") {
+        pipeline = e.value;
+      } else if (e.key == "nodes") {
+        nodes = e.value;
+      } else {
+        unknown_key(e, "at top level", kTopLevelKeys, &suggested);
+      }
+    }
+
+    Settings defaults;
+    if (pipeline) {
+      parse_pipeline(*pipeline, topology, defaults);
+    } else if (!suggested.count("pipeline")) {
+      error({}, "missing [pipeline] table (it needs at least: name = \"...\")");
+    }
+    topology.transport = defaults.transport;
+    topology.slot_size = defaults.slot_size;
+    topology.slots = defaults.slots;
+
+    if (nodes) {
+      parse_nodes(*nodes, defaults);
+    } else if (!suggested.count("nodes")) {
+      error({}, "missing [nodes] table: declare each node as [nodes.NAME]");
+    }
+    check_addresses();
+    check_cycles();
+
+    if (!diagnostics_.empty()) {
+      std::stable_sort(
+          diagnostics_.begin(), diagnostics_.end(),
+          [](const Diagnostic& a, const Diagnostic& b) { return before(a.pos, b.pos); });
+      throw ConfigError(std::move(diagnostics_));
+    }
+
+    for (const RawNode& raw : raw_nodes_) {
+      for (const auto& link : raw.links) raw_nodes_[link.to].spec.upstream.push_back(raw.name);
+    }
+    for (RawNode& raw : raw_nodes_) {
+      if (raw.table) topology.nodes.push_back(std::move(raw.spec));
+    }
+    return topology;
+  }
+
+ private:
+  void error(SourcePos pos, std::string message) {
+    diagnostics_.push_back({path_, pos, std::move(message)});
+  }
+
+  void type_error(const Entry& e, const std::string& name, std::string_view expected) {
+    error(e.value_pos,
+          name + " must be " + std::string(expected) + ", got " + std::string(type_name(*e.value)));
+  }
+
+  // `where` reads after the key: "at top level", "in [pipeline]". `suggested` collects the
+  // keys suggested, so that "missing required key" is not reported on top of its typo.
+  void unknown_key(const Entry& e, std::string_view where,
+                   const std::vector<std::string_view>& known,
+                   std::set<std::string_view>* suggested) {
+    std::string message = "unknown key " + quoted(e.key) + " " + std::string(where);
+    if (auto match = internal::closest(e.key, known)) {
+      message += "; did you mean " + quoted(*match) + "?";
+      suggested->insert(*match);
+    } else if (where == "in [pipeline]" && contains(kNodeKeys, e.key)) {
+      message += " (" + quoted(e.key) + " is a per-node key: set it in [nodes.NAME])";
+    } else if (where != "in [pipeline]" && contains(kPipelineKeys, e.key)) {
+      message += " (" + quoted(e.key) + " belongs in [pipeline])";
+    }
+    error(e.key_pos, std::move(message));
+  }
+
+  std::optional<std::string> get_string(const Entry& e, const std::string& name) {
+    if (auto s = e.value->as_string()) return s->get();
+    type_error(e, name, "a string");
+    return std::nullopt;
+  }
+
+  template <class E, size_t N>
+  void get_enum(const Entry& e, const std::string& name,
+                const std::array<internal::Spelling<E>, N>& spellings, E* out) {
+    auto text = get_string(e, name);
+    if (!text) return;
+    std::vector<std::string_view> allowed;
+    for (const auto& s : spellings) {
+      if (s.text == *text) {
+        *out = s.value;
+        return;
+      }
+      allowed.push_back(s.text);
+    }
+    std::string list;
+    for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + quoted(a);
+    error(e.value_pos, name + " must be one of " + list + ", not " + quoted(*text) +
+                           did_you_mean(*text, allowed));
+  }
+
+  // Handles the keys [pipeline] and [nodes.X] share. False when `e` is not one of them.
+  bool setting(const Entry& e, const std::string& prefix, Settings& s) {
+    std::string name = prefix + "." + std::string(e.key);
+    if (e.key == "transport") {
+      get_enum(e, name, internal::kTransportSpellings, &s.transport);
+    } else if (e.key == "ingress") {
+      get_enum(e, name, internal::kIngressSpellings, &s.ingress);
+    } else if (e.key == "forward") {
+      get_enum(e, name, internal::kForwardSpellings, &s.forward);
+    } else if (e.key == "poll") {
+      get_enum(e, name, internal::kPollSpellings, &s.poll);
+    } else if (e.key == "slot_size") {
+      parse_slot_size(e, name, s);
+    } else if (e.key == "slots") {
+      auto v = e.value->as_integer();
+      if (!v) {
+        type_error(e, name, "an integer");
+      } else if (v->get() < kMinSlots || v->get() > kMaxSlots) {
+        error(e.value_pos, name + " " + std::to_string(v->get()) +
+                               " is out of range: must be between " + std::to_string(kMinSlots) +
+                               " and " + std::to_string(kMaxSlots));
+      } else {
+        s.slots = static_cast<uint32_t>(v->get());
+      }
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  void parse_slot_size(const Entry& e, const std::string& name, Settings& s) {
+    std::optional<uint64_t> bytes;
+    std::string spelled;
+    if (auto i = e.value->as_integer()) {
+      spelled = std::to_string(i->get());
+      if (i->get() >= 0) bytes = static_cast<uint64_t>(i->get());
+    } else if (auto str = e.value->as_string()) {
+      spelled = quoted(str->get());
+      bytes = parse_size(str->get());
+      if (!bytes) {
+        error(e.value_pos, name + " " + spelled +
+                               " is not a size: write an integer number of bytes or a number "
+                               "with unit B, KiB or MiB, as in \"64KiB\"");
+        return;
+      }
+    } else {
+      type_error(e, name, "a size such as \"64KiB\" or an integer number of bytes");
+      return;
+    }
+    if (!bytes || *bytes < kMinSlotSize || *bytes > kMaxSlotSize) {
+      error(e.value_pos, name + " " + spelled + " is out of range: must be between " +
+                             size_text(kMinSlotSize) + " and " + size_text(kMaxSlotSize) + " (" +
+                             std::to_string(kMinSlotSize) + " to " + std::to_string(kMaxSlotSize) +
+                             " bytes)");
+      return;
+    }
+    s.slot_size = static_cast<uint32_t>(*bytes);
+  }
+
+  void parse_pipeline(const toml::node& node, Topology& topology, Settings& defaults) {
+    const toml::table* table = node.as_table();
+    if (!table) {
+      error(pos_of(node.source()), "pipeline must be a table, got " + std::string(type_name(node)));
+      return;
+    }
+    bool has_name = false;
+    std::set<std::string_view> suggested;
+    for (const Entry& e : in_file_order(*table)) {
+      if (e.key == "name") {
+        has_name = true;
+        if (auto name = get_string(e, "pipeline.name")) {
+          if (name->empty()) {
+            error(e.value_pos, "pipeline.name must not be empty");
+          } else {
+            topology.name = *name;
+          }
+        }
+      } else if (!setting(e, "pipeline", defaults)) {
+        unknown_key(e, "in [pipeline]", kPipelineKeys, &suggested);
+      }
+    }
+    if (!has_name && !suggested.count("name")) {
+      error(pos_of(table->source()), "[pipeline] is missing required key \"name\"");
+    }
+  }
+
+  void check_node_name(const RawNode& raw) {
+    bool charset_ok = !raw.name.empty();
+    for (char c : raw.name) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) {
+        charset_ok = false;
+      }
+    }
+    if (!charset_ok) {
+      error(raw.key_pos, "node name " + quoted(raw.name) +
+                             " is invalid: use only letters, digits, '_', '.' and '-'");
+    }
+    if (raw.name.size() > kMaxNodeNameBytes) {
+      error(raw.key_pos, "node name " + quoted(raw.name) + " is " +
+                             std::to_string(raw.name.size()) + " bytes long; at most " +
+                             std::to_string(kMaxNodeNameBytes) +
+                             " are allowed (names travel in the 56-byte connection hello)");
+    }
+  }
+
+  void parse_nodes(const toml::node& node, const Settings& defaults) {
+    const toml::table* table = node.as_table();
+    if (!table) {
+      error(pos_of(node.source()), "nodes must be a table, got " + std::string(type_name(node)));
+      return;
+    }
+    if (table->empty()) {
+      error(pos_of(table->source()), "[nodes] declares no nodes: add at least one [nodes.NAME]");
+      return;
+    }
+    std::vector<Entry> entries = in_file_order(*table);
+    for (const Entry& e : entries) {
+      RawNode raw;
+      raw.name = std::string(e.key);
+      raw.key_pos = e.key_pos;
+      raw.table = e.value->as_table();
+      index_.emplace(raw.name, raw_nodes_.size());
+      raw_nodes_.push_back(std::move(raw));
+      node_names_.push_back(e.key);
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      RawNode& raw = raw_nodes_[i];
+      check_node_name(raw);
+      if (!raw.table) {
+        type_error(entries[i], "nodes." + key_part(raw.name), "a table");
+        continue;
+      }
+      parse_node(raw, defaults);
+    }
+  }
+
+  void parse_node(RawNode& raw, const Settings& defaults) {
+    const std::string prefix = "nodes." + key_part(raw.name);
+    NodeSpec& spec = raw.spec;
+    spec.name = raw.name;
+    spec.pos = pos_of(raw.table->source());
+    Settings s = defaults;
+    bool has_listen = false;
+    std::set<std::string_view> suggested;
+    for (const Entry& e : in_file_order(*raw.table)) {
+      if (e.key == "listen" || e.key == "metrics") {
+        if (e.key == "listen") has_listen = true;
+        auto endpoint = get_address(e, prefix + "." + std::string(e.key), raw.name);
+        if (endpoint && e.key == "listen") spec.listen = *endpoint;
+        if (endpoint && e.key == "metrics") spec.metrics = *endpoint;
+      } else if (e.key == "downstream") {
+        parse_downstream(e, raw, prefix + ".downstream");
+      } else if (e.key == "route") {
+        get_enum(e, prefix + ".route", internal::kRouteSpellings, &spec.route);
+      } else if (e.key == "stage") {
+        parse_stage(e, spec, prefix + ".stage");
+      } else if (!setting(e, prefix, s)) {
+        unknown_key(e, "in [" + prefix + "]", kNodeKeys, &suggested);
+      }
+    }
+    if (!has_listen && !suggested.count("listen")) {
+      error(spec.pos, "[" + prefix + "] is missing required key \"listen\"");
+    }
+    spec.transport = s.transport;
+    spec.slot_size = s.slot_size;
+    spec.slots = s.slots;
+    spec.ingress = s.ingress;
+    spec.forward = s.forward;
+    spec.poll = s.poll;
+  }
+
+  std::optional<Endpoint> get_address(const Entry& e, const std::string& name,
+                                      const std::string& node) {
+    auto text = get_string(e, name);
+    if (!text) return std::nullopt;
+    internal::EndpointParse parsed = internal::parse_endpoint_explained(*text);
+    if (!parsed.endpoint) {
+      error(e.value_pos, name + " " + quoted(*text) + " is not a valid address: " + parsed.error);
+      return std::nullopt;
+    }
+    addresses_.push_back({e.value_pos, internal::endpoint_identity(*parsed.endpoint), *text,
+                          e.key == "listen" ? "listen" : "metrics", node, name});
+    return parsed.endpoint;
+  }
+
+  void parse_downstream(const Entry& e, RawNode& raw, const std::string& name) {
+    const toml::array* array = e.value->as_array();
+    if (!array) {
+      type_error(e, name, "an array of node names");
+      return;
+    }
+    std::set<std::string> seen;
+    for (const toml::node& item : *array) {
+      SourcePos pos = pos_of(item.source());
+      const auto* str = item.as_string();
+      if (!str) {
+        error(pos,
+              name + " entries must be node names (strings), got " + std::string(type_name(item)));
+        continue;
+      }
+      const std::string& target = str->get();
+      auto it = index_.find(target);
+      if (it == index_.end()) {
+        error(pos,
+              name + ": " + quoted(target) + " is not a node" + did_you_mean(target, node_names_));
+      } else if (target == raw.name) {
+        error(pos, name + ": node " + quoted(raw.name) + " cannot be its own downstream");
+      } else if (!seen.insert(target).second) {
+        error(pos, name + ": " + quoted(target) + " is listed twice");
+      } else {
+        raw.spec.downstream.push_back(target);
+        raw.links.push_back({it->second, pos});
+      }
+    }
+  }
+
+  // Resolving loads plugins (dlopen), so each spelling is resolved once per file.
+  struct Resolved {
+    std::shared_ptr<const stages::StageType> type;
+    std::string error;
+  };
+  const Resolved& resolve(const std::string& plugin) {
+    auto it = resolved_.find(plugin);
+    if (it != resolved_.end()) return it->second;
+    Resolved r;
+    try {
+      r.type = stages::resolve(plugin);
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      if (!stages::is_plugin_path(plugin)) {
+        auto names = stages::builtin_names();
+        std::string hint = did_you_mean(plugin, names);
+        if (hint.empty()) {
+          hint = " (built-in stages:";
+          for (size_t i = 0; i < names.size(); ++i) {
+            hint += (i ? ", " : " ") + std::string(names[i]);
+          }
+          hint += "; a plugin is given by a path, e.g. \"./my_stage.so\")";
+        }
+        r.error += hint;
+      }
+    }
+    return resolved_.emplace(plugin, std::move(r)).first->second;
+  }
+
+  void parse_stage(const Entry& e, NodeSpec& spec, const std::string& name) {
+    const toml::table* table = e.value->as_table();
+    if (!table) {
+      type_error(e, name, "a table such as { plugin = \"passthrough\" }");
+      return;
+    }
+    SourcePos plugin_pos = e.value_pos;
+    bool plugin_ok = true;
+    std::vector<SourcePos> param_pos;
+    for (const Entry& p : in_file_order(*table)) {
+      if (p.key == "plugin") {
+        plugin_pos = p.value_pos;
+        auto plugin = get_string(p, name + ".plugin");
+        if (plugin && plugin->empty()) {
+          error(p.value_pos, name + ".plugin must not be empty");
+          plugin.reset();
+        }
+        if (plugin) {
+          spec.stage.plugin = *plugin;
+        } else {
+          plugin_ok = false;
+        }
+        continue;
+      }
+      std::string value;
+      if (auto s = p.value->as_string()) {
+        value = s->get();
+      } else if (auto i = p.value->as_integer()) {
+        value = std::to_string(i->get());
+      } else if (auto f = p.value->as_floating_point()) {
+        value = float_text(f->get());
+      } else if (auto b = p.value->as_boolean()) {
+        value = b->get() ? "true" : "false";
+      } else {
+        type_error(p, name + "." + std::string(p.key),
+                   "a string, integer, float or boolean (stage parameters are scalars)");
+        continue;
+      }
+      spec.stage.params.emplace_back(std::string(p.key), std::move(value));
+      param_pos.push_back(p.key_pos);
+    }
+    if (!plugin_ok) return;
+    const Resolved& resolved = resolve(spec.stage.plugin);
+    if (!resolved.type) {
+      error(plugin_pos, name + ".plugin: " + resolved.error);
+      return;
+    }
+    for (size_t i = 0; i < spec.stage.params.size(); ++i) {
+      const std::string& key = spec.stage.params[i].first;
+      if (!resolved.type->rejects_param(key)) continue;
+      auto keys = resolved.type->param_keys();
+      std::string message =
+          name + ": stage " + quoted(resolved.type->name()) + " has no parameter " + quoted(key);
+      std::string hint = did_you_mean(key, keys);
+      if (hint.empty()) {
+        if (keys.empty()) {
+          hint = " (it takes no parameters)";
+        } else {
+          hint = " (it takes:";
+          for (size_t k = 0; k < keys.size(); ++k) hint += (k ? ", " : " ") + std::string(keys[k]);
+          hint += ")";
+        }
+      }
+      error(param_pos[i], message + hint);
+    }
+  }
+
+  // Every address may be used once across the pipeline, listen or metrics: a second user could
+  // not bind it (same host) or would be ambiguous to connect to (the file is shared).
+  void check_addresses() {
+    std::stable_sort(addresses_.begin(), addresses_.end(),
+                     [](const AddressUse& a, const AddressUse& b) { return before(a.pos, b.pos); });
+    std::map<std::string, const AddressUse*> first;
+    for (const AddressUse& use : addresses_) {
+      auto [it, inserted] = first.emplace(use.identity, &use);
+      if (inserted) continue;
+      const AddressUse& earlier = *it->second;
+      error(use.pos, use.key + ": address " + quoted(use.text) + " is already the " +
+                         std::string(earlier.kind) + " address of node " + quoted(earlier.node));
+    }
+  }
+
+  // Depth-first search in file order; every back edge closes one cycle, reported at the
+  // downstream entry that closes it. Removing the reported entries leaves a DAG.
+  void check_cycles() {
+    std::vector<int> state(raw_nodes_.size(), 0);  // 0 new, 1 on the stack, 2 done
+    std::vector<size_t> stack;
+    for (size_t i = 0; i < raw_nodes_.size(); ++i) {
+      if (state[i] == 0) visit(i, state, stack);
+    }
+  }
+
+  void visit(size_t u, std::vector<int>& state, std::vector<size_t>& stack) {
+    state[u] = 1;
+    stack.push_back(u);
+    for (const auto& link : raw_nodes_[u].links) {
+      if (state[link.to] == 0) {
+        visit(link.to, state, stack);
+      } else if (state[link.to] == 1) {
+        auto from = std::find(stack.begin(), stack.end(), link.to);
+        std::string path;
+        for (auto it = from; it != stack.end(); ++it) path += raw_nodes_[*it].name + " -> ";
+        path += raw_nodes_[link.to].name;
+        error(link.pos, "cycle in the pipeline: " + path);
+      }
+    }
+    stack.pop_back();
+    state[u] = 2;
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  std::vector<Diagnostic> diagnostics_;
+  std::vector<RawNode> raw_nodes_;
+  std::map<std::string, size_t> index_;
+  std::vector<std::string_view> node_names_;  // views into the parsed table's keys
+  std::vector<AddressUse> addresses_;
+  std::map<std::string, Resolved> resolved_;
+};
+
+}  // namespace
+
+Topology parse_topology(std::string_view text, const std::string& path_for_messages) {
+  return Validator(text, path_for_messages).run();
+}
+
+}  // namespace hoprelay::config

@@ -1,0 +1,64 @@
+// The node's Prometheus metrics (docs/metrics.md lists them). Label sets are bounded: peer and
+// stage names from the topology, fixed reason strings; never per-message values.
+//
+// Every child metric the data path touches is looked up once, when its link comes up, and
+// kept as a pointer: the per-message cost is an atomic add, never a map lookup or a lock.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "hoprelay/config/topology.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Registry;
+class Exposer;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace hoprelay::daemon {
+
+struct PeerMetrics {
+  prometheus::Counter* messages = nullptr;
+  prometheus::Counter* bytes = nullptr;
+  prometheus::Gauge* up = nullptr;
+};
+
+class NodeMetrics {
+ public:
+  // Serves /metrics on `bind` when given; throws std::runtime_error (port in use...) otherwise
+  // worded for the operator.
+  NodeMetrics(const std::string& node, const std::string& transport,
+              const std::optional<config::Endpoint>& bind);
+  ~NodeMetrics();
+
+  PeerMetrics inbound(const std::string& peer);
+  PeerMetrics outbound(const std::string& peer);
+  prometheus::Counter& stage_verdict(const std::string& stage, const char* verdict);
+  prometheus::Counter& dropped(const char* reason);
+  prometheus::Counter& rejected(const char* reason);
+  prometheus::Counter& reconnects(const std::string& peer);
+  prometheus::Gauge& slots_in_use();
+  prometheus::Gauge& queued(const std::string& peer);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Family<prometheus::Counter>* rx_messages_;
+  prometheus::Family<prometheus::Counter>* rx_bytes_;
+  prometheus::Family<prometheus::Counter>* tx_messages_;
+  prometheus::Family<prometheus::Counter>* tx_bytes_;
+  prometheus::Family<prometheus::Gauge>* link_up_;
+  prometheus::Family<prometheus::Counter>* stage_;
+  prometheus::Family<prometheus::Counter>* dropped_;
+  prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Counter>* reconnects_;
+  prometheus::Family<prometheus::Gauge>* slots_;
+  prometheus::Family<prometheus::Gauge>* queued_;
+};
+
+}  // namespace hoprelay::daemon

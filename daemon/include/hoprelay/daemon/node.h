@@ -1,0 +1,93 @@
+// One hoprelay node: receives messages into its inbound links' slots, runs its stage on each
+// in place, and routes it to its downstream peers from that same slot. It holds a slot until
+// every downstream it routed the message to has acknowledged it, so its upstream's credits
+// (and the memory the node uses) stay bounded by the slots, and a downstream that fails
+// gets every unacknowledged message again when it comes back.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/metrics.h"
+#include "hoprelay/daemon/ring_queue.h"
+#include "hoprelay/stages/stage.h"
+#include "hoprelay/transport/transport.h"
+
+namespace hoprelay::daemon {
+
+class Node final : public transport::LinkEvents {
+ public:
+  // Throws TransportError / std::runtime_error with an operator-facing message when the node
+  // cannot start (port in use, no device, metrics port taken).
+  Node(const config::Topology& topology, const std::string& node_name, transport::EventLoop& loop,
+       stages::Stage stage);
+  ~Node();
+
+  // Listens and connects to every downstream peer.
+  void start();
+  // Stops taking data, waits until every held slot is acknowledged downstream (or `timeout`),
+  // then calls done(messages_left).
+  void drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done);
+  // Once a second: stage flush (reports, files) and gauges.
+  void tick();
+  uint64_t held() const { return held_; }
+  std::string_view transport_name() const { return transport_->name(); }
+
+  // LinkEvents
+  bool admit(const transport::PeerInfo& peer, std::string& reason) override;
+  void on_inbound_up(transport::InboundLink& link) override;
+  void on_message(transport::InboundLink& link, transport::Slot& slot) override;
+  void on_inbound_down(transport::InboundLink& link, std::string_view reason) override;
+  void on_outbound_up(transport::OutboundLink& link) override;
+  void on_outbound_down(transport::OutboundLink& link, std::string_view reason) override;
+  void on_acked(transport::OutboundLink& link, void* cookie) override;
+  void on_returned(transport::OutboundLink& link, void* cookie) override;
+  void on_credit(transport::OutboundLink& link) override;
+
+ private:
+  struct Downstream {
+    std::string name;
+    std::unique_ptr<transport::OutboundLink> link;
+    RingQueue<transport::Slot*> waiting;  // routed here, not yet posted
+    PeerMetrics metrics;
+    prometheus::Gauge* queued = nullptr;
+    bool was_up = false;
+  };
+  struct Inbound {
+    transport::InboundLink* link;
+    PeerMetrics metrics;
+  };
+
+  Downstream& downstream_of(transport::OutboundLink& link);
+  void route(transport::Slot& slot);
+  void pump(Downstream& d);
+  void release(transport::Slot& slot);
+  void check_drained();
+
+  const config::Topology& topology_;
+  const config::NodeSpec& spec_;
+  transport::EventLoop& loop_;
+  stages::Stage stage_;
+  std::unique_ptr<NodeMetrics> metrics_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::vector<Downstream> downstream_;
+  std::vector<Inbound> inbound_;
+  size_t round_robin_ = 0;
+  uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
+  bool draining_ = false;
+  std::function<void(uint64_t)> drained_;
+  transport::EventLoop::TimerId drain_timer_ = 0;
+  // Hot-path counters, resolved once.
+  prometheus::Counter* stage_forward_;
+  prometheus::Counter* stage_drop_;
+  prometheus::Counter* stage_error_;
+  prometheus::Counter* dropped_by_stage_;
+  prometheus::Counter* dropped_stage_error_;
+  prometheus::Gauge* slots_in_use_;
+};
+
+}  // namespace hoprelay::daemon

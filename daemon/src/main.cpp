@@ -1,0 +1,160 @@
+// hoprelayd: runs one node of a hoprelay pipeline in the foreground (systemd runs it as
+// hoprelayd@NODE.service). Logs go to stderr, where journald picks them up.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/node.h"
+#include "hoprelay/transport/log.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+
+namespace {
+
+constexpr int kExitConfig = 78;       // EX_CONFIG
+constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: cannot start (port, device, memlock)
+
+std::string short_hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  std::string h(buf);
+  return h.substr(0, h.find('.'));
+}
+
+// SIGTERM/SIGINT (drain and exit) and SIGHUP arrive as readable events in the node's loop.
+class Signals final : public hoprelay::transport::EventLoop::Handler {
+ public:
+  Signals(hoprelay::transport::EventLoop& loop, std::function<void(int)> on_signal)
+      : on_signal_(std::move(on_signal)) {
+    fd_ = signalfd(-1, &handled(), SFD_NONBLOCK | SFD_CLOEXEC);
+    loop.add(fd_, EPOLLIN, this);
+  }
+  ~Signals() { ::close(fd_); }
+  // Blocked in every thread (call before any thread starts: the metrics server has some), so
+  // they are only ever seen through the signalfd, by the loop.
+  static void block() { pthread_sigmask(SIG_BLOCK, &handled(), nullptr); }
+  static const sigset_t& handled() {
+    static const sigset_t set = [] {
+      sigset_t s;
+      sigemptyset(&s);
+      sigaddset(&s, SIGTERM);
+      sigaddset(&s, SIGINT);
+      sigaddset(&s, SIGHUP);
+      return s;
+    }();
+    return set;
+  }
+  void on_io(uint32_t) override {
+    signalfd_siginfo si;
+    while (::read(fd_, &si, sizeof(si)) == sizeof(si)) on_signal_(static_cast<int>(si.ssi_signo));
+  }
+
+ private:
+  int fd_ = -1;
+  std::function<void(int)> on_signal_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace hoprelay;
+  CLI::App app{"hoprelayd: one node of a hoprelay data distribution pipeline"};
+  std::string topology_path;
+  std::string node_name = short_hostname();
+  std::string log_level = "info";
+  double drain_timeout_s = 10.0;
+  app.add_option("--topology,-t", topology_path, "Topology TOML file")->required();
+  app.add_option("--node,-n", node_name, "Node to run (default: hostname -s)");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--drain-timeout", drain_timeout_s,
+                 "Seconds SIGTERM waits for in-flight messages to be acknowledged downstream")
+      ->check(CLI::Range(0.0, 3600.0));
+  CLI11_PARSE(app, argc, argv);
+  Signals::block();
+
+  auto logger = spdlog::stderr_color_mt("hoprelayd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  // journald adds its own timestamps; the node name on every line tells interleaved logs apart.
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + node_name + "] %n: %v");
+
+  config::Topology topology;
+  try {
+    topology = config::load_topology(topology_path);
+  } catch (const config::ConfigError& e) {
+    for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
+    return kExitConfig;
+  } catch (const std::exception& e) {
+    std::cerr << "hoprelayd: " << e.what() << "\n";
+    return kExitConfig;
+  }
+  const config::NodeSpec* spec = topology.find(node_name);
+  if (!spec) {
+    std::string names;
+    for (const auto& n : topology.nodes) names += (names.empty() ? "" : ", ") + n.name;
+    std::cerr << "hoprelayd: node \"" << node_name << "\" is not in " << topology_path
+              << " (nodes: " << names << "); pass --node NAME\n";
+    return kExitConfig;
+  }
+
+  transport::EventLoop loop;
+  std::unique_ptr<daemon::Node> node;
+  try {
+    stages::Stage stage(stages::resolve(spec->stage.plugin), spec->name, spec->stage.params);
+    node = std::make_unique<daemon::Node>(topology, node_name, loop, std::move(stage));
+    node->start();
+  } catch (const stages::StageError& e) {
+    spdlog::error("{}", e.what());
+    return kExitConfig;
+  } catch (const std::exception& e) {
+    spdlog::error("cannot start: {}", e.what());
+    return kExitUnavailable;
+  }
+
+  int exit_code = 0;
+  bool stopping = false;
+  Signals signals(loop, [&](int sig) {
+    if (sig == SIGHUP) {
+      spdlog::warn(
+          "SIGHUP: live reload is not supported yet; restart the node to apply a "
+          "new topology");
+      return;
+    }
+    if (stopping) {
+      spdlog::warn("second {} : exiting without waiting", strsignal(sig));
+      loop.stop();
+      return;
+    }
+    stopping = true;
+    spdlog::info("{}: draining", strsignal(sig));
+    node->drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)),
+                [&](uint64_t left) {
+                  if (left == 0) {
+                    spdlog::info("drained: every message acknowledged downstream; exiting");
+                  } else {
+                    spdlog::warn(
+                        "drain timed out: {} messages not acknowledged downstream; "
+                        "their upstream replays them when this node is back",
+                        left);
+                  }
+                  loop.stop();
+                });
+  });
+
+  std::function<void()> tick = [&] {
+    node->tick();
+    loop.after(std::chrono::seconds(1), tick);
+  };
+  loop.after(std::chrono::seconds(1), tick);
+  loop.run();
+  node->tick();
+  node.reset();
+  return exit_code;
+}

@@ -1,0 +1,113 @@
+#include "hoprelay/daemon/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <stdexcept>
+
+namespace hoprelay::daemon {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+
+NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
+                         const std::optional<config::Endpoint>& bind)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  rx_messages_ = &BuildCounter()
+                      .Name("hoprelay_messages_received_total")
+                      .Help("Messages received, by upstream peer")
+                      .Register(r);
+  rx_bytes_ = &BuildCounter()
+                   .Name("hoprelay_received_bytes_total")
+                   .Help("Payload bytes received, by upstream peer")
+                   .Register(r);
+  tx_messages_ = &BuildCounter()
+                      .Name("hoprelay_messages_forwarded_total")
+                      .Help("Messages acknowledged by a downstream peer, by peer")
+                      .Register(r);
+  tx_bytes_ = &BuildCounter()
+                   .Name("hoprelay_forwarded_bytes_total")
+                   .Help("Payload bytes acknowledged by a downstream peer, by peer")
+                   .Register(r);
+  link_up_ = &BuildGauge()
+                  .Name("hoprelay_link_up")
+                  .Help("1 while the link to or from the peer is established")
+                  .Register(r);
+  stage_ = &BuildCounter()
+                .Name("hoprelay_stage_messages_total")
+                .Help("Messages processed by the stage, by verdict (forward, drop, error)")
+                .Register(r);
+  dropped_ = &BuildCounter()
+                  .Name("hoprelay_messages_dropped_total")
+                  .Help("Messages not forwarded, by reason")
+                  .Register(r);
+  rejected_ = &BuildCounter()
+                   .Name("hoprelay_connections_rejected_total")
+                   .Help("Inbound connections refused at admission, by reason")
+                   .Register(r);
+  reconnects_ = &BuildCounter()
+                     .Name("hoprelay_link_reconnects_total")
+                     .Help("Times an outbound link came up again after being down")
+                     .Register(r);
+  slots_ = &BuildGauge()
+                .Name("hoprelay_slots_in_use")
+                .Help("Receive slots holding a message not yet acknowledged downstream")
+                .Register(r);
+  queued_ = &BuildGauge()
+                 .Name("hoprelay_downstream_queued")
+                 .Help("Messages waiting for credit or for the link, by downstream peer")
+                 .Register(r);
+  BuildGauge()
+      .Name("hoprelay_build_info")
+      .Help("Version and transport of this hoprelayd")
+      .Register(r)
+      .Add({{"version", HOPRELAY_VERSION}, {"transport", transport}, {"node", node}})
+      .Set(1);
+  if (bind) {
+    std::string where = bind->to_string();
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(where, 1);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot serve metrics on " + where + " (" + e.what() +
+                               "): is the port in use? change `metrics` in the topology");
+    }
+    exposer_->RegisterCollectable(registry_);
+  }
+}
+
+NodeMetrics::~NodeMetrics() = default;
+
+PeerMetrics NodeMetrics::inbound(const std::string& peer) {
+  return {&rx_messages_->Add({{"peer", peer}}), &rx_bytes_->Add({{"peer", peer}}),
+          &link_up_->Add({{"peer", peer}, {"direction", "in"}})};
+}
+
+PeerMetrics NodeMetrics::outbound(const std::string& peer) {
+  return {&tx_messages_->Add({{"peer", peer}}), &tx_bytes_->Add({{"peer", peer}}),
+          &link_up_->Add({{"peer", peer}, {"direction", "out"}})};
+}
+
+prometheus::Counter& NodeMetrics::stage_verdict(const std::string& stage, const char* verdict) {
+  return stage_->Add({{"stage", stage}, {"verdict", verdict}});
+}
+prometheus::Counter& NodeMetrics::dropped(const char* reason) {
+  return dropped_->Add({{"reason", reason}});
+}
+prometheus::Counter& NodeMetrics::rejected(const char* reason) {
+  return rejected_->Add({{"reason", reason}});
+}
+prometheus::Counter& NodeMetrics::reconnects(const std::string& peer) {
+  return reconnects_->Add({{"peer", peer}});
+}
+prometheus::Gauge& NodeMetrics::slots_in_use() {
+  return slots_->Add({});
+}
+prometheus::Gauge& NodeMetrics::queued(const std::string& peer) {
+  return queued_->Add({{"peer", peer}});
+}
+
+}  // namespace hoprelay::daemon

@@ -1,0 +1,247 @@
+#include "hoprelay/daemon/node.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+
+#include <algorithm>
+
+#include "hoprelay/transport/log.h"
+
+namespace hoprelay::daemon {
+namespace {
+
+spdlog::logger& log() {
+  static auto logger = module_logger("node");
+  return *logger;
+}
+
+// Spreads origins over branches for route = "hash": one origin always takes the same branch.
+inline size_t origin_branch(uint32_t origin, size_t branches) {
+  uint64_t x = origin * 0x9E3779B97F4A7C15ull;
+  return static_cast<size_t>((x >> 32) % branches);
+}
+
+}  // namespace
+
+Node::Node(const config::Topology& topology, const std::string& node_name,
+           transport::EventLoop& loop, stages::Stage stage)
+    : topology_(topology), spec_(*topology.find(node_name)), loop_(loop), stage_(std::move(stage)) {
+  transport::Identity id{transport::PeerRole::kNode, spec_.name, topology_.hash, 0};
+  auto choice = transport::make_transport(spec_.transport, spec_.listen, loop_, *this, id);
+  transport_ = std::move(choice.transport);
+  log().info("node {} of pipeline {}: transport {} ({})", spec_.name, topology_.name,
+             transport_->name(), choice.reason);
+  metrics_ =
+      std::make_unique<NodeMetrics>(spec_.name, std::string(transport_->name()), spec_.metrics);
+  std::string stage_name(stage_.name());
+  stage_forward_ = &metrics_->stage_verdict(stage_name, "forward");
+  stage_drop_ = &metrics_->stage_verdict(stage_name, "drop");
+  stage_error_ = &metrics_->stage_verdict(stage_name, "error");
+  dropped_by_stage_ = &metrics_->dropped("stage_drop");
+  dropped_stage_error_ = &metrics_->dropped("stage_error");
+  slots_in_use_ = &metrics_->slots_in_use();
+  downstream_.reserve(spec_.downstream.size());
+  for (const auto& name : spec_.downstream) {
+    Downstream& d = downstream_.emplace_back();
+    d.name = name;
+    d.waiting = RingQueue<transport::Slot*>(size_t{spec_.slots} * 4);
+    d.metrics = metrics_->outbound(name);
+    d.queued = &metrics_->queued(name);
+  }
+}
+
+Node::~Node() {
+  // Links first: they call back into the node while they close.
+  for (auto& d : downstream_) d.link.reset();
+  transport_.reset();
+}
+
+void Node::start() {
+  transport_->listen({spec_.listen, spec_.slots, spec_.slot_size});
+  for (auto& d : downstream_) {
+    const config::NodeSpec* peer = topology_.find(d.name);
+    d.link = transport_->connect({d.name, peer->listen});
+  }
+}
+
+bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
+  if (draining_) {
+    metrics_->rejected("draining").Increment();
+    reason = "node " + spec_.name + " is shutting down";
+    return false;
+  }
+  if (peer.role == transport::PeerRole::kProducer) {
+    if (spec_.is_head()) return true;
+    metrics_->rejected("producer_not_head").Increment();
+    reason = "node " + spec_.name +
+             " is not a head node: producers send to a node without "
+             "upstream peers";
+    return false;
+  }
+  if (std::find(spec_.upstream.begin(), spec_.upstream.end(), peer.name) != spec_.upstream.end()) {
+    return true;
+  }
+  metrics_->rejected("not_upstream").Increment();
+  reason = "\"" + peer.name + "\" is not an upstream peer of " + spec_.name + " in topology " +
+           topology_.name;
+  return false;
+}
+
+void Node::on_inbound_up(transport::InboundLink& link) {
+  std::string peer =
+      link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
+  Inbound in{&link, metrics_->inbound(peer)};
+  in.metrics.up->Set(1);
+  inbound_.push_back(in);
+}
+
+void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
+  auto it = std::find_if(inbound_.begin(), inbound_.end(),
+                         [&](const Inbound& i) { return i.link == &link; });
+  if (it == inbound_.end()) return;
+  it->metrics.up->Set(0);
+  inbound_.erase(it);
+}
+
+// A message's walk through the node: stage in place, then route from the same slot.
+void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
+  for (auto& in : inbound_) {
+    if (in.link == &link) {
+      in.metrics.messages->Increment();
+      in.metrics.bytes->Increment(slot.length);
+      break;
+    }
+  }
+  const uint32_t capacity = spec_.slot_size;
+  hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
+                   slot.length,
+                   capacity,
+                   slot.origin,
+                   slot.flags,
+                   slot.seq};
+  hoprelay_verdict verdict = stage_.process(msg);
+  if (verdict == HOPRELAY_FORWARD && msg.length > capacity) verdict = HOPRELAY_ERROR;
+  switch (verdict) {
+    case HOPRELAY_FORWARD:
+      stage_forward_->Increment();
+      break;
+    case HOPRELAY_DROP:
+      stage_drop_->Increment();
+      dropped_by_stage_->Increment();
+      return link.release(slot);
+    default:
+      stage_error_->Increment();
+      dropped_stage_error_->Increment();
+      return link.release(slot);
+  }
+  if (downstream_.empty()) return link.release(slot);  // a leaf: the stage consumed it
+  slot.length = msg.length;
+  slot.flags = static_cast<uint16_t>(msg.flags);
+  route(slot);
+}
+
+void Node::route(transport::Slot& slot) {
+  ++held_;
+  switch (spec_.route) {
+    case config::Route::kBroadcast:
+      slot.refs = static_cast<uint16_t>(downstream_.size());
+      for (auto& d : downstream_) {
+        d.waiting.push_back(&slot);
+        pump(d);
+      }
+      return;
+    case config::Route::kRoundRobin: {
+      slot.refs = 1;
+      Downstream& d = downstream_[round_robin_++ % downstream_.size()];
+      d.waiting.push_back(&slot);
+      return pump(d);
+    }
+    case config::Route::kHash: {
+      slot.refs = 1;
+      Downstream& d = downstream_[origin_branch(slot.origin, downstream_.size())];
+      d.waiting.push_back(&slot);
+      return pump(d);
+    }
+  }
+}
+
+// Posts what this downstream has waiting, as far as its credits go.
+void Node::pump(Downstream& d) {
+  while (!d.waiting.empty() && d.link) {
+    transport::Slot* s = d.waiting.front();
+    transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length, nullptr, s};
+    if (!d.link->post(f)) break;
+    d.waiting.pop_front();
+  }
+}
+
+void Node::release(transport::Slot& slot) {
+  --held_;
+  slot.link->release(slot);
+  if (draining_) check_drained();
+}
+
+Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
+  for (auto& d : downstream_) {
+    if (d.link.get() == &link) return d;
+  }
+  return downstream_.front();  // unreachable: every link the transport reports is ours
+}
+
+void Node::on_acked(transport::OutboundLink& link, void* cookie) {
+  auto* slot = static_cast<transport::Slot*>(cookie);
+  Downstream& d = downstream_of(link);
+  d.metrics.messages->Increment();
+  d.metrics.bytes->Increment(slot->length);
+  if (--slot->refs == 0) release(*slot);
+}
+
+void Node::on_returned(transport::OutboundLink& link, void* cookie) {
+  downstream_of(link).waiting.push_front(static_cast<transport::Slot*>(cookie));
+}
+
+void Node::on_credit(transport::OutboundLink& link) {
+  pump(downstream_of(link));
+}
+
+void Node::on_outbound_up(transport::OutboundLink& link) {
+  Downstream& d = downstream_of(link);
+  d.metrics.up->Set(1);
+  if (d.was_up) metrics_->reconnects(d.name).Increment();
+  d.was_up = true;
+}
+
+void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
+  downstream_of(link).metrics.up->Set(0);
+}
+
+void Node::tick() {
+  stage_.flush();
+  slots_in_use_->Set(static_cast<double>(held_));
+  for (auto& d : downstream_) d.queued->Set(static_cast<double>(d.waiting.size()));
+}
+
+void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done) {
+  draining_ = true;
+  drained_ = std::move(done);
+  transport_->stop_listening();
+  for (auto& in : inbound_) in.link->pause();
+  log().info("draining: {} messages in flight, waiting up to {} ms", held_, timeout.count());
+  drain_timer_ = loop_.after(timeout, [this] {
+    drain_timer_ = 0;
+    if (drained_) std::exchange(drained_, nullptr)(held_);
+  });
+  check_drained();
+}
+
+void Node::check_drained() {
+  if (held_ != 0 || !drained_) return;
+  if (drain_timer_) loop_.cancel(drain_timer_);
+  drain_timer_ = 0;
+  // Deferred: let the credit frames for the last releases go out first.
+  loop_.defer([this] {
+    if (drained_) std::exchange(drained_, nullptr)(0);
+  });
+}
+
+}  // namespace hoprelay::daemon

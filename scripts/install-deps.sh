@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12 packages only, everything hoprelay needs to build, test and
+# run its Soft-RoCE suite. Idempotent: installs only what is missing.
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake pkg-config clang-format curl git
+  libspdlog-dev libfmt-dev libtomlplusplus-dev prometheus-cpp-dev libcli11-dev
+  libgtest-dev libgmock-dev libibverbs-dev librdmacm-dev libsystemd-dev
+)
+# Run-time and test tools: the rxe userspace provider, perftest as the verbs reference,
+# and what the Soft-RoCE VM harness boots (Debian's kernel under qemu, busybox initramfs).
+test_pkgs=(
+  rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
+  iproute2 kmod qemu-system-x86 busybox-static python3
+)
+
+want=("${build_pkgs[@]}")
+if [[ "${1:-}" != "--build-only" ]]; then want+=("${test_pkgs[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,100 @@
+/* hoprelay stage ABI: the one public header a stage plugin needs.
+ *
+ * A stage is a shared object that exports one C symbol, `hoprelay_stage_entry`, returning a
+ * descriptor. The descriptor starts with the ABI major/minor and its own size so that the
+ * daemon can refuse a plugin built against an incompatible header instead of reading a
+ * struct whose layout it does not know (the classic plugin crash).
+ *
+ * Rules of the ABI:
+ *  - major changes break compatibility: the daemon refuses a different major;
+ *  - minor changes only append fields at the end of structs; the daemon reads a field only
+ *    when `struct_size` says it is present;
+ *  - the stage sees each message in place in its receive slot. It may rewrite the bytes and
+ *    change `length` up to `capacity` (the slot's free room), but must not keep the pointer
+ *    after `process` returns: the slot is reused.
+ *  - `process` is called from the node's data loop: it must not block.
+ *
+ * Plain C, so a stage can be written in C, C++ or anything with a C FFI.
+ */
+#ifndef HOPRELAY_STAGE_ABI_H
+#define HOPRELAY_STAGE_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HOPRELAY_STAGE_ABI_MAJOR 1
+#define HOPRELAY_STAGE_ABI_MINOR 0
+#define HOPRELAY_STAGE_ENTRY_SYMBOL "hoprelay_stage_entry"
+
+/* What a stage decides for one message. */
+typedef enum hoprelay_verdict {
+  HOPRELAY_FORWARD = 0, /* send on to the downstream peers chosen by the route */
+  HOPRELAY_DROP = 1,    /* consumed or filtered: release the slot, counted as a drop */
+  HOPRELAY_ERROR = 2    /* the message is bad: release the slot, counted as a stage error */
+} hoprelay_verdict;
+
+/* Message flags carried end to end in the frame header. */
+#define HOPRELAY_MSG_CRC32C_TRAILER 0x0001u /* last 4 bytes are a CRC32C of the rest (LE) */
+
+/* One message, in place in its receive slot. */
+typedef struct hoprelay_msg {
+  uint8_t* data;     /* first payload byte, inside the slot */
+  uint32_t length;   /* payload bytes; a stage may change it up to capacity */
+  uint32_t capacity; /* room in the slot for the payload */
+  uint32_t origin;   /* producer that created the message */
+  uint32_t flags;    /* HOPRELAY_MSG_* */
+  uint64_t seq;      /* per-origin sequence number, from 0 */
+} hoprelay_msg;
+
+typedef struct hoprelay_param {
+  const char* key;
+  const char* value; /* always a string; numbers and booleans arrive in their TOML spelling */
+} hoprelay_param;
+
+enum {
+  HOPRELAY_LOG_DEBUG = 0,
+  HOPRELAY_LOG_INFO = 1,
+  HOPRELAY_LOG_WARN = 2,
+  HOPRELAY_LOG_ERROR = 3
+};
+
+/* What the daemon hands a stage when it creates it. */
+typedef struct hoprelay_stage_config {
+  uint32_t struct_size;
+  const char* node;             /* name of the node the stage runs on */
+  const hoprelay_param* params; /* the keys of the topology's `stage` table, without `plugin` */
+  size_t n_params;
+  void (*log)(void* log_ctx, int level, const char* message);
+  void* log_ctx;
+} hoprelay_stage_config;
+
+typedef struct hoprelay_stage_descriptor {
+  uint16_t abi_major; /* HOPRELAY_STAGE_ABI_MAJOR the stage was built with */
+  uint16_t abi_minor;
+  uint32_t struct_size; /* sizeof(hoprelay_stage_descriptor) the stage was built with */
+  const char* name;
+  /* NULL-terminated list of the parameter keys the stage accepts; the topology validator
+   * rejects any other key. NULL means "accepts anything". */
+  const char* const* param_keys;
+  /* Returns the stage instance, or NULL after writing a reason into err (NUL-terminated). */
+  void* (*create)(const hoprelay_stage_config* config, char* err, size_t err_len);
+  hoprelay_verdict (*process)(void* self, hoprelay_msg* msg);
+  /* Called about once a second and at shutdown: persist reports, flush files. May be NULL. */
+  void (*flush)(void* self);
+  void (*destroy)(void* self);
+} hoprelay_stage_descriptor;
+
+typedef const hoprelay_stage_descriptor* (*hoprelay_stage_entry_fn)(void);
+
+/* The one symbol a plugin exports. */
+const hoprelay_stage_descriptor* hoprelay_stage_entry(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOPRELAY_STAGE_ABI_H */

@@ -1,0 +1,59 @@
+// crc32c: `mode = "stamp"` appends a CRC32C trailer over the payload (and flags the message so
+// every later hop and the sink know it is there); `mode = "verify"` checks and strips it.
+// A mismatch or a missing trailer is a stage error: the node counts it and drops the message.
+#include <cstring>
+#include <stdexcept>
+
+#include "builtin.h"
+#include "hoprelay/stages/pattern.h"
+
+namespace hoprelay::stages {
+namespace {
+
+class Crc32cStage {
+ public:
+  explicit Crc32cStage(const StageArgs& args) {
+    std::string mode = args.get_or("mode", "stamp");
+    if (mode == "stamp") {
+      stamp_ = true;
+    } else if (mode != "verify") {
+      throw std::invalid_argument("mode must be \"stamp\" or \"verify\", not \"" + mode + "\"");
+    }
+  }
+
+  hoprelay_verdict process(hoprelay_msg& m) {
+    if (stamp_) {
+      if (m.flags & HOPRELAY_MSG_CRC32C_TRAILER) return HOPRELAY_FORWARD;  // stamped upstream
+      if (m.capacity - m.length < 4) return HOPRELAY_ERROR;                // no room in the slot
+      uint32_t c = crc32c({reinterpret_cast<const std::byte*>(m.data), m.length});
+      std::memcpy(m.data + m.length, &c, 4);
+      m.length += 4;
+      m.flags |= HOPRELAY_MSG_CRC32C_TRAILER;
+      return HOPRELAY_FORWARD;
+    }
+    if (!(m.flags & HOPRELAY_MSG_CRC32C_TRAILER) || m.length < 4) return HOPRELAY_ERROR;
+    uint32_t want;
+    std::memcpy(&want, m.data + m.length - 4, 4);
+    if (crc32c({reinterpret_cast<const std::byte*>(m.data), m.length - 4}) != want) {
+      return HOPRELAY_ERROR;
+    }
+    m.length -= 4;
+    m.flags &= ~HOPRELAY_MSG_CRC32C_TRAILER;
+    return HOPRELAY_FORWARD;
+  }
+  void flush() {}
+
+ private:
+  bool stamp_ = false;
+};
+
+constexpr const char* kKeys[] = {"mode", nullptr};
+constexpr auto kDescriptor = BuiltinAdaptor<Crc32cStage>::make("crc32c", kKeys);
+
+}  // namespace
+
+const hoprelay_stage_descriptor* crc32c_descriptor() {
+  return &kDescriptor;
+}
+
+}  // namespace hoprelay::stages

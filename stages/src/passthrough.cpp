@@ -1,0 +1,23 @@
+// passthrough: forwards every message unchanged. The smallest possible stage.
+#include "builtin.h"
+
+namespace hoprelay::stages {
+namespace {
+
+class Passthrough {
+ public:
+  explicit Passthrough(const StageArgs&) {}
+  hoprelay_verdict process(hoprelay_msg&) { return HOPRELAY_FORWARD; }
+  void flush() {}
+};
+
+constexpr const char* kKeys[] = {nullptr};
+constexpr auto kDescriptor = BuiltinAdaptor<Passthrough>::make("passthrough", kKeys);
+
+}  // namespace
+
+const hoprelay_stage_descriptor* passthrough_descriptor() {
+  return &kDescriptor;
+}
+
+}  // namespace hoprelay::stages

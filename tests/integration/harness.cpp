@@ -1,0 +1,193 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+namespace hoprelay::test {
+
+Process::Process(std::vector<std::string> argv, fs::path log) : log_(std::move(log)) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+Process::~Process() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    wait(5s);
+  }
+}
+
+void Process::signal(int sig) const {
+  ::kill(pid_, sig);
+}
+
+bool Process::running() {
+  if (reaped_) return false;
+  int st;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    reaped_ = true;
+    status_ = st;
+    return false;
+  }
+  return true;
+}
+
+int Process::wait(std::chrono::milliseconds timeout) {
+  wait_until([&] { return !running(); }, timeout);
+  if (!reaped_) return -1;
+  if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+  return 128 + WTERMSIG(status_);
+}
+
+std::string Process::output() const {
+  return read_file(log_);
+}
+
+long Process::rss_kib() const {
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+RunResult run(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  static int counter = 0;
+  fs::path log = fs::temp_directory_path() /
+                 ("hoprelay-run-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  RunResult r;
+  {
+    Process p(argv, log);
+    r.code = p.wait(timeout);
+  }
+  r.output = read_file(log);
+  fs::remove(log);
+  return r;
+}
+
+uint16_t free_port() {
+  // Ask the kernel for a free port, from a range that changes per process so parallel test
+  // processes do not race for the same one.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Report read_report(const fs::path& path) {
+  Report r;
+  std::string json = read_file(path);
+  auto grab = [&](const char* key) -> long long {
+    // Top-level keys are indented by two spaces; per-origin ones live on other lines.
+    std::regex re(std::string("\n  \"") + key + "\": ([0-9]+)");
+    std::smatch m;
+    return std::regex_search(json, m, re) ? std::stoll(m[1]) : -1;
+  };
+  r.received = grab("received");
+  r.duplicates = grab("duplicates");
+  r.missing = grab("missing");
+  r.corrupt = grab("corrupt");
+  return r;
+}
+
+std::string scrape(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
+    ::close(fd);
+    return "";
+  }
+  std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, size_t(n));
+  ::close(fd);
+  auto body = resp.find("\r\n\r\n");
+  return body == std::string::npos ? "" : resp.substr(body + 4);
+}
+
+double metric_value(const std::string& exposition, const std::string& metric,
+                    const std::string& labels) {
+  double sum = 0;
+  std::istringstream in(exposition);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.rfind(metric, 0) != 0) continue;
+    char next = line.size() > metric.size() ? line[metric.size()] : ' ';
+    if (next != '{' && next != ' ') continue;  // a longer metric name with the same prefix
+    if (!labels.empty() && line.find(labels) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = fs::temp_directory_path() / ("hoprelay-it-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  // Kept when the test failed: the daemons' logs and reports are the evidence.
+  if (!::testing::Test::HasFailure()) fs::remove_all(path_);
+}
+
+}  // namespace hoprelay::test

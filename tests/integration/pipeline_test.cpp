@@ -1,0 +1,338 @@
+// End-to-end tests over the TCP transport: real hoprelayd processes on loopback, a real
+// producer, and verify-sink reports checked for exact counts.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace hoprelay::test {
+namespace {
+
+struct NodeDef {
+  std::string name;
+  std::vector<std::string> downstream;
+  std::string stage = "{ plugin = \"passthrough\" }";
+  std::string extra;  // more keys, e.g. route = "round-robin"
+  uint16_t port = 0;
+  uint16_t metrics = 0;
+};
+
+// A pipeline of real daemons described by NodeDefs; every daemon is stopped with SIGTERM at the
+// end and must exit 0 (drain works).
+class Pipeline {
+ public:
+  Pipeline(const TempDir& dir, std::vector<NodeDef> nodes, std::string pipeline_extra = "")
+      : dir_(dir), nodes_(std::move(nodes)) {
+    std::ostringstream t;
+    t << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
+      << pipeline_extra << "\n";
+    for (auto& n : nodes_) {
+      n.port = free_port();
+      n.metrics = free_port();
+      t << "[nodes." << n.name << "]\nlisten = \"127.0.0.1:" << n.port << "\"\n"
+        << "metrics = \"127.0.0.1:" << n.metrics << "\"\n";
+      if (!n.downstream.empty()) {
+        t << "downstream = [";
+        for (size_t i = 0; i < n.downstream.size(); ++i) {
+          t << (i ? ", " : "") << '"' << n.downstream[i] << '"';
+        }
+        t << "]\n";
+      }
+      t << "stage = " << n.stage << "\n" << n.extra << "\n";
+    }
+    topology_ = dir_ / "topology.toml";
+    write_file(topology_, t.str());
+  }
+
+  void start_all() {
+    // Sinks first is not required (links retry), but it keeps the logs quiet.
+    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) start(it->name);
+    for (auto& n : nodes_) {
+      ASSERT_TRUE(wait_until([&] { return !scrape(n.metrics).empty(); }, 10s))
+          << n.name << " did not come up:\n"
+          << procs_[n.name]->output();
+    }
+  }
+  void start(const std::string& name) {
+    procs_[name] = std::make_unique<Process>(
+        std::vector<std::string>{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name},
+        dir_ / (name + ".log"));
+  }
+  Process& proc(const std::string& name) { return *procs_.at(name); }
+  const NodeDef& node(const std::string& name) const {
+    for (auto& n : nodes_) {
+      if (n.name == name) return n;
+    }
+    throw std::runtime_error("no node " + name);
+  }
+
+  RunResult send(const std::string& to, uint64_t count, uint32_t size,
+                 std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{
+        HOPRELAY_BIN, "send",    "--topology",          topology_.string(), "--to",
+        to,           "--count", std::to_string(count), "--size",           std::to_string(size)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv);
+  }
+
+  // SIGTERM to every daemon, head first; each must drain and exit 0.
+  void stop_all() {
+    for (auto& n : nodes_) {
+      if (procs_.count(n.name)) procs_[n.name]->signal(SIGTERM);
+    }
+    for (auto& n : nodes_) {
+      if (!procs_.count(n.name)) continue;
+      EXPECT_EQ(procs_[n.name]->wait(20s), 0) << n.name << ":\n" << procs_[n.name]->output();
+    }
+  }
+
+  const fs::path& topology() const { return topology_; }
+
+ private:
+  const TempDir& dir_;
+  std::vector<NodeDef> nodes_;
+  fs::path topology_;
+  std::map<std::string, std::unique_ptr<Process>> procs_;
+};
+
+std::string sink(const TempDir& dir, const std::string& name) {
+  return "{ plugin = \"verify-sink\", report = \"" + (dir / (name + ".json")).string() + "\" }";
+}
+
+bool report_has(const TempDir& dir, const std::string& name, long long received) {
+  return read_report(dir / (name + ".json")).received >= received;
+}
+
+void expect_clean(const Report& r, long long received) {
+  EXPECT_EQ(r.received, received);
+  EXPECT_EQ(r.duplicates, 0);
+  EXPECT_EQ(r.missing, 0);
+  EXPECT_EQ(r.corrupt, 0);
+}
+
+TEST(Pipeline, ChainABCDelivers100kWithZeroLoss) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c"}, "{ plugin = \"crc32c\", mode = \"stamp\" }"},
+                   {"c", {}, sink(dir, "c")}});
+  p.start_all();
+  RunResult r = p.send("a", 100000, 512);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("sent 100000 messages"), std::string::npos) << r.output;
+  // The producer returns once the head acknowledged everything, and the head acknowledges
+  // only what its downstream acknowledged: the sink already has it all.
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", 100000); }, 5s));
+  p.stop_all();
+  expect_clean(read_report(dir / "c.json"), 100000);
+
+  // Counters moved with the traffic (read before stop: a stopped node serves no metrics).
+}
+
+TEST(Pipeline, MetricsCountTheTraffic) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  ASSERT_EQ(p.send("a", 1000, 100).code, 0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 1000); }, 5s));
+  std::string a = scrape(p.node("a").metrics);
+  std::string b = scrape(p.node("b").metrics);
+  EXPECT_EQ(metric_value(a, "hoprelay_messages_received_total", "peer=\"producer\""), 1000);
+  EXPECT_EQ(metric_value(a, "hoprelay_messages_forwarded_total", "peer=\"b\""), 1000);
+  EXPECT_EQ(metric_value(a, "hoprelay_forwarded_bytes_total", "peer=\"b\""), 100000);
+  EXPECT_EQ(metric_value(b, "hoprelay_messages_received_total", "peer=\"a\""), 1000);
+  EXPECT_EQ(metric_value(b, "hoprelay_stage_messages_total", "verdict=\"forward\""), 1000);
+  EXPECT_EQ(metric_value(a, "hoprelay_link_up", "peer=\"b\""), 1);
+  p.stop_all();
+}
+
+TEST(Pipeline, FanOutBroadcastGivesEverySinkEverything) {
+  TempDir dir;
+  Pipeline p(
+      dir,
+      {{"a", {"b"}},
+       {"b", {"c1", "c2"}, "{ plugin = \"crc32c\", mode = \"stamp\" }", "route = \"broadcast\""},
+       {"c1", {}, sink(dir, "c1")},
+       {"c2", {}, sink(dir, "c2")}});
+  p.start_all();
+  ASSERT_EQ(p.send("a", 20000, 1000).code, 0);
+  ASSERT_TRUE(
+      wait_until([&] { return report_has(dir, "c1", 20000) && report_has(dir, "c2", 20000); }, 5s));
+  p.stop_all();
+  expect_clean(read_report(dir / "c1.json"), 20000);
+  expect_clean(read_report(dir / "c2.json"), 20000);
+}
+
+TEST(Pipeline, FanOutRoundRobinSplitsWithoutDuplicates) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c1", "c2"}, "{ plugin = \"passthrough\" }", "route = \"round-robin\""},
+                   {"c1", {}, sink(dir, "c1")},
+                   {"c2", {}, sink(dir, "c2")}});
+  p.start_all();
+  ASSERT_EQ(p.send("a", 20000, 200).code, 0);
+  ASSERT_TRUE(
+      wait_until([&] { return report_has(dir, "c1", 10000) && report_has(dir, "c2", 10000); }, 5s));
+  p.stop_all();
+  Report c1 = read_report(dir / "c1.json"), c2 = read_report(dir / "c2.json");
+  // Strict alternation: each branch gets exactly half, and the other half shows as gaps.
+  EXPECT_EQ(c1.received, 10000);
+  EXPECT_EQ(c2.received, 10000);
+  EXPECT_EQ(c1.duplicates + c2.duplicates, 0);
+  EXPECT_EQ(c1.corrupt + c2.corrupt, 0);
+}
+
+TEST(Pipeline, HashRouteKeepsEachOriginOnOneBranch) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c1", "c2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
+                   {"c1", {}, sink(dir, "c1")},
+                   {"c2", {}, sink(dir, "c2")}});
+  p.start_all();
+  for (uint32_t origin = 1; origin <= 6; ++origin) {
+    ASSERT_EQ(p.send("a", 500, 64, {"--origin", std::to_string(origin)}).code, 0);
+  }
+  ASSERT_TRUE(wait_until(
+      [&] {
+        Report c1 = read_report(dir / "c1.json"), c2 = read_report(dir / "c2.json");
+        return c1.received + c2.received == 3000;
+      },
+      5s));
+  p.stop_all();
+  Report c1 = read_report(dir / "c1.json"), c2 = read_report(dir / "c2.json");
+  // Every origin arrived whole on one branch: no gaps anywhere, nothing twice.
+  expect_clean(c1, c1.received);
+  expect_clean(c2, c2.received);
+  EXPECT_EQ(c1.received % 500, 0);
+  EXPECT_EQ(c1.received + c2.received, 3000);
+}
+
+TEST(Pipeline, StalledSinkPushesBackWithBoundedMemoryAndNoLoss) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {"c"}}, {"c", {}, sink(dir, "c")}});
+  p.start_all();
+  p.proc("c").signal(SIGSTOP);  // the sink stops consuming
+  std::vector<std::string> argv{HOPRELAY_BIN, "send", "--topology", p.topology().string(),
+                                "--to",       "a",    "--count",    "5000",
+                                "--size",     "16384"};
+  Process producer(argv, dir / "send.log");
+  // 5000 x 16 KiB = 80 MB offered; with 32 slots a hop, at most ~64 messages fit in flight.
+  std::this_thread::sleep_for(2s);
+  EXPECT_TRUE(producer.running()) << "the producer finished although the sink is stopped";
+  long rss_a = p.proc("a").rss_kib(), rss_b = p.proc("b").rss_kib();
+  EXPECT_LT(rss_a, 64 * 1024) << "head node memory grew beyond its slots";
+  EXPECT_LT(rss_b, 64 * 1024) << "relay memory grew beyond its slots";
+  std::string am = scrape(p.node("a").metrics);
+  EXPECT_LE(metric_value(am, "hoprelay_messages_received_total"), 32 * 3);
+  p.proc("c").signal(SIGCONT);
+  EXPECT_EQ(producer.wait(60s), 0) << producer.output();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", 5000); }, 5s));
+  p.stop_all();
+  expect_clean(read_report(dir / "c.json"), 5000);
+}
+
+TEST(Pipeline, UndeclaredPeerIsRejectedAndCounted) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  // An intruder: a node of another topology that claims b as its downstream.
+  std::string rogue =
+      "[pipeline]\nname = \"rogue\"\ntransport = \"tcp\"\n[nodes.x]\nlisten = "
+      "\"127.0.0.1:" +
+      std::to_string(free_port()) +
+      "\"\ndownstream = [\"b\"]\n"
+      "[nodes.b]\nlisten = \"127.0.0.1:" +
+      std::to_string(p.node("b").port) + "\"\n";
+  write_file(dir / "rogue.toml", rogue);
+  Process x({HOPRELAYD_BIN, "--topology", (dir / "rogue.toml").string(), "--node", "x"},
+            dir / "x.log");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(p.node("b").metrics), "hoprelay_connections_rejected_total",
+                            "reason=\"not_upstream\"") >= 1;
+      },
+      10s));
+  // A producer may only feed a head node.
+  EXPECT_NE(p.send("b", 1, 64).code, 0);
+  // And b still serves its real upstream.
+  ASSERT_EQ(p.send("a", 100, 64).code, 0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 100); }, 5s));
+  x.signal(SIGTERM);
+  EXPECT_EQ(x.wait(20s), 0);
+  EXPECT_NE(x.output().find("not an upstream peer of b"), std::string::npos) << x.output();
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 100);
+}
+
+TEST(Pipeline, PluginBuiltOutsideTheTreeRunsInPlace) {
+  TempDir dir;
+  // Build the example plugin the way a user would: a C compiler and the one public header.
+  fs::path so = dir / "xor.so";
+  RunResult cc =
+      run({"/usr/bin/cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-I" HOPRELAY_ABI_INCLUDE,
+           HOPRELAY_TEST_PLUGIN_SRC "/xor_stage.c", "-o", so.string()});
+  ASSERT_EQ(cc.code, 0) << cc.output;
+  std::string xor_stage = "{ plugin = \"" + so.string() + "\", key = 90 }";
+  // a and b each XOR with the same key: only if both ran on every message does the sink see
+  // the original payloads.
+  Pipeline p(dir, {{"a", {"b"}, xor_stage}, {"b", {"c"}, xor_stage}, {"c", {}, sink(dir, "c")}});
+  p.start_all();
+  ASSERT_EQ(p.send("a", 3000, 300).code, 0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", 3000); }, 5s));
+  p.stop_all();
+  expect_clean(read_report(dir / "c.json"), 3000);
+}
+
+TEST(Pipeline, PluginAppliedOnceCorruptsAsExpected) {
+  TempDir dir;
+  fs::path so = dir / "xor.so";
+  ASSERT_EQ(run({"/usr/bin/cc", "-shared", "-fPIC", "-I" HOPRELAY_ABI_INCLUDE,
+                 HOPRELAY_TEST_PLUGIN_SRC "/xor_stage.c", "-o", so.string()})
+                .code,
+            0);
+  Pipeline p(dir,
+             {{"a", {"b"}, "{ plugin = \"" + so.string() + "\" }"}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  ASSERT_EQ(p.send("a", 500, 300).code, 0);
+  ASSERT_TRUE(wait_until([&] { return read_report(dir / "b.json").corrupt >= 500; }, 5s));
+  p.stop_all();
+  Report r = read_report(dir / "b.json");
+  EXPECT_EQ(r.corrupt, 500);
+  EXPECT_EQ(r.received, 0);
+}
+
+TEST(Pipeline, GarbageFromAStrangerClosesOnlyItsOwnLink) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  // Raw garbage, a bad version and an oversized frame at b's listener.
+  for (int i = 0; i < 3; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(p.node("b").port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    std::string junk(4096, char(0x41 + i));
+    if (i == 1) junk[0] = 'H', junk[1] = 'R', junk[2] = 9;  // wrong version
+    ::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+    char c;
+    EXPECT_LE(::recv(fd, &c, 1, 0), 0) << "b must close a link that sends garbage";
+    ::close(fd);
+  }
+  ASSERT_EQ(p.send("a", 1000, 64).code, 0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 1000); }, 5s));
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 1000);
+}
+
+}  // namespace
+}  // namespace hoprelay::test

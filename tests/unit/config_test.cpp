@@ -1,0 +1,859 @@
+// Topology file parsing and validation: resolved values, and for every rejection the exact
+// position and a recognisable message (operators fix files from these lines).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+
+#include "hoprelay/config/topology.h"
+
+namespace hoprelay::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<Diagnostic> errors_of(std::string_view text) {
+  try {
+    parse_topology(text, "t.toml");
+  } catch (const ConfigError& e) {
+    return e.diagnostics();
+  }
+  ADD_FAILURE() << "expected a ConfigError for:\n" << text;
+  return {};
+}
+
+std::string dump(const std::vector<Diagnostic>& diagnostics) {
+  std::string text;
+  for (const auto& d : diagnostics) text += "\n  " + d.format();
+  return text;
+}
+
+// Exactly one diagnostic, at line:col, whose message contains `needle`.
+void expect_error(std::string_view text, uint32_t line, uint32_t col, std::string_view needle) {
+  auto diagnostics = errors_of(text);
+  ASSERT_EQ(diagnostics.size(), 1u) << dump(diagnostics);
+  EXPECT_EQ(diagnostics[0].pos.line, line) << dump(diagnostics);
+  EXPECT_EQ(diagnostics[0].pos.col, col) << dump(diagnostics);
+  EXPECT_NE(diagnostics[0].message.find(needle), std::string::npos)
+      << "wanted \"" << needle << "\" in" << dump(diagnostics);
+  EXPECT_EQ(diagnostics[0].file, "t.toml");
+}
+
+// A minimal valid head: a [pipeline] of two lines; tests append nodes from line 3 on.
+constexpr std::string_view kPipeline = "[pipeline]\nname = \"demo\"\n";
+
+std::string with_pipeline(std::string_view nodes) {
+  return std::string(kPipeline) + std::string(nodes);
+}
+
+// The example of the file format documentation, extended to exercise every key. Node names
+// are deliberately not in alphabetical order: the file order must win.
+constexpr std::string_view kFull = R"([pipeline]
+name = "demo"             # required
+transport = "auto"
+slot_size = "64KiB"
+slots = 64
+ingress = "write"
+forward = "send"
+poll = "event"
+
+[nodes.src]
+listen  = "127.0.0.1:7001"
+metrics = "127.0.0.1:9101"
+downstream = ["mid", "alt"]
+route = "round-robin"
+stage = { plugin = "crc32c", mode = "stamp" }
+
+[nodes.mid]
+listen = "127.0.0.1:7002"
+downstream = ["sink"]
+transport = "tcp"
+slots = 128
+
+[nodes.alt]
+listen = "[::1]:7003"
+downstream = ["sink"]
+slot_size = "1MiB"
+ingress = "send"
+forward = "write"
+poll = "busy"
+
+[nodes.sink]
+listen = "127.0.0.1:7004"
+[nodes.sink.stage]
+plugin = "verify-sink"
+report = "/tmp/report.json"
+)";
+
+TEST(ConfigTest, FullExampleResolves) {
+  Topology t = parse_topology(kFull, "full.toml");
+  EXPECT_EQ(t.path, "full.toml");
+  EXPECT_EQ(t.name, "demo");
+  EXPECT_EQ(t.hash, fnv1a64(kFull));
+  EXPECT_EQ(t.transport, TransportKind::kAuto);
+  EXPECT_EQ(t.slot_size, 64u * 1024);
+  EXPECT_EQ(t.slots, 64u);
+  ASSERT_EQ(t.nodes.size(), 4u);
+  EXPECT_EQ(t.nodes[0].name, "src");
+  EXPECT_EQ(t.nodes[1].name, "mid");
+  EXPECT_EQ(t.nodes[2].name, "alt");
+  EXPECT_EQ(t.nodes[3].name, "sink");
+  EXPECT_EQ(t.link_count(), 4u);
+
+  const NodeSpec& src = t.nodes[0];
+  EXPECT_EQ(src.listen.host, "127.0.0.1");
+  EXPECT_EQ(src.listen.port, 7001);
+  ASSERT_TRUE(src.metrics.has_value());
+  EXPECT_EQ(src.metrics->to_string(), "127.0.0.1:9101");
+  EXPECT_EQ(src.downstream, (std::vector<std::string>{"mid", "alt"}));
+  EXPECT_TRUE(src.upstream.empty());
+  EXPECT_TRUE(src.is_head());
+  EXPECT_EQ(src.route, Route::kRoundRobin);
+  EXPECT_EQ(src.stage.plugin, "crc32c");
+  EXPECT_EQ(src.stage.params,
+            (std::vector<std::pair<std::string, std::string>>{{"mode", "stamp"}}));
+  EXPECT_EQ(src.transport, TransportKind::kAuto);
+  EXPECT_EQ(src.slot_size, 64u * 1024);
+  EXPECT_EQ(src.slots, 64u);
+  EXPECT_EQ(src.ingress, Ingress::kWrite);
+  EXPECT_EQ(src.forward, Forward::kSend);
+  EXPECT_EQ(src.poll, Poll::kEvent);
+  EXPECT_EQ(src.pos.line, 10u);
+  EXPECT_EQ(src.pos.col, 1u);
+
+  const NodeSpec& mid = t.nodes[1];
+  EXPECT_EQ(mid.upstream, (std::vector<std::string>{"src"}));
+  EXPECT_EQ(mid.route, Route::kBroadcast);
+  EXPECT_EQ(mid.stage.plugin, "passthrough");
+  EXPECT_TRUE(mid.stage.params.empty());
+  EXPECT_EQ(mid.transport, TransportKind::kTcp);
+  EXPECT_EQ(mid.slots, 128u);
+  EXPECT_EQ(mid.slot_size, 64u * 1024);
+  EXPECT_FALSE(mid.metrics.has_value());
+
+  const NodeSpec& alt = t.nodes[2];
+  EXPECT_EQ(alt.listen.host, "::1");
+  EXPECT_EQ(alt.listen.port, 7003);
+  EXPECT_EQ(alt.listen.to_string(), "[::1]:7003");
+  EXPECT_EQ(alt.slot_size, 1024u * 1024);
+  EXPECT_EQ(alt.ingress, Ingress::kSend);
+  EXPECT_EQ(alt.forward, Forward::kWrite);
+  EXPECT_EQ(alt.poll, Poll::kBusy);
+  EXPECT_EQ(alt.slots, 64u);
+
+  const NodeSpec& sink = t.nodes[3];
+  EXPECT_EQ(sink.upstream, (std::vector<std::string>{"mid", "alt"}));
+  EXPECT_TRUE(sink.is_leaf());
+  EXPECT_EQ(sink.stage.plugin, "verify-sink");
+  EXPECT_EQ(sink.stage.params,
+            (std::vector<std::pair<std::string, std::string>>{{"report", "/tmp/report.json"}}));
+  EXPECT_EQ(sink.pos.line, 31u);
+
+  ASSERT_NE(t.find("alt"), nullptr);
+  EXPECT_EQ(t.find("alt")->name, "alt");
+  EXPECT_EQ(t.find("nope"), nullptr);
+}
+
+TEST(ConfigTest, PipelineDefaultsReachEveryNode) {
+  Topology t = parse_topology(R"([pipeline]
+name = "p"
+transport = "verbs"
+slot_size = 4096
+slots = 8
+ingress = "send"
+forward = "write"
+poll = "busy"
+[nodes.a]
+listen = "h1:1"
+)",
+                              "t.toml");
+  EXPECT_EQ(t.transport, TransportKind::kVerbs);
+  EXPECT_EQ(t.slot_size, 4096u);
+  EXPECT_EQ(t.slots, 8u);
+  ASSERT_EQ(t.nodes.size(), 1u);
+  const NodeSpec& a = t.nodes[0];
+  EXPECT_EQ(a.transport, TransportKind::kVerbs);
+  EXPECT_EQ(a.slot_size, 4096u);
+  EXPECT_EQ(a.slots, 8u);
+  EXPECT_EQ(a.ingress, Ingress::kSend);
+  EXPECT_EQ(a.forward, Forward::kWrite);
+  EXPECT_EQ(a.poll, Poll::kBusy);
+  EXPECT_EQ(a.listen.host, "h1");
+  EXPECT_EQ(a.stage.plugin, "passthrough");
+}
+
+TEST(ConfigTest, MinimalFileTakesBuiltInDefaults) {
+  Topology t = parse_topology(with_pipeline("[nodes.only]\nlisten = \"10.0.0.1:7000\"\n"), "t");
+  EXPECT_EQ(t.transport, TransportKind::kAuto);
+  EXPECT_EQ(t.slot_size, 64u * 1024);
+  EXPECT_EQ(t.slots, 64u);
+  ASSERT_EQ(t.nodes.size(), 1u);
+  EXPECT_EQ(t.nodes[0].route, Route::kBroadcast);
+  EXPECT_EQ(t.nodes[0].ingress, Ingress::kWrite);
+  EXPECT_EQ(t.nodes[0].forward, Forward::kSend);
+  EXPECT_EQ(t.nodes[0].poll, Poll::kEvent);
+  EXPECT_TRUE(t.nodes[0].is_head());
+  EXPECT_TRUE(t.nodes[0].is_leaf());
+  EXPECT_EQ(t.link_count(), 0u);
+}
+
+TEST(ConfigTest, StageParamsKeepTheirTomlSpelling) {
+  Topology t = parse_topology(with_pipeline(R"([nodes.a]
+listen = "h:1"
+stage = { plugin = "crc32c", mode = 42 }
+[nodes.b]
+listen = "h:2"
+stage = { plugin = "file-sink", path = 1.5 }
+[nodes.c]
+listen = "h:3"
+stage = { plugin = "verify-sink", report = true }
+[nodes.d]
+listen = "h:4"
+stage = { plugin = "file-sink", path = 3e0 }
+[nodes.e]
+listen = "h:5"
+stage = { plugin = "crc32c", mode = -7 }
+[nodes.f]
+listen = "h:6"
+stage = { mode = "x", plugin = "crc32c" }
+)"),
+                              "t");
+  using Params = std::vector<std::pair<std::string, std::string>>;
+  ASSERT_EQ(t.nodes.size(), 6u);
+  EXPECT_EQ(t.nodes[0].stage.params, (Params{{"mode", "42"}}));
+  EXPECT_EQ(t.nodes[1].stage.params, (Params{{"path", "1.5"}}));
+  EXPECT_EQ(t.nodes[2].stage.params, (Params{{"report", "true"}}));
+  EXPECT_EQ(t.nodes[3].stage.params, (Params{{"path", "3.0"}}));
+  EXPECT_EQ(t.nodes[4].stage.params, (Params{{"mode", "-7"}}));
+  EXPECT_EQ(t.nodes[5].stage.params, (Params{{"mode", "x"}}));
+  EXPECT_EQ(t.nodes[5].stage.plugin, "crc32c");
+}
+
+// --- rejections --------------------------------------------------------------------------
+
+TEST(ConfigTest, TomlSyntaxErrorIsTheOnlyError) {
+  // Line 4 would be a second (semantic) error, but parsing stops at the syntax error.
+  expect_error("[pipeline]\nname = \"demo\"\nslots = \nbogus = 1\n", 3, 9, "TOML syntax error");
+  expect_error("[pipeline]\nname = \"demo\n", 2, 13, "TOML syntax error");
+}
+
+TEST(ConfigTest, UnknownTopLevelKey) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n[metrics]\nx = 1\n"), 5, 2,
+               "unknown key \"metrics\" at top level");
+}
+
+TEST(ConfigTest, UnknownTopLevelKeySuggestsAndReplacesMissingTable) {
+  // "pipline" is reported as a typo of "pipeline", not additionally as a missing [pipeline].
+  expect_error("[pipline]\nname = \"x\"\n[nodes.a]\nlisten = \"h:1\"\n", 1, 2,
+               "unknown key \"pipline\" at top level; did you mean \"pipeline\"?");
+}
+
+TEST(ConfigTest, UnknownPipelineKeySuggests) {
+  expect_error("[pipeline]\nname = \"demo\"\nslot = 3\n[nodes.a]\nlisten = \"h:1\"\n", 3, 1,
+               "unknown key \"slot\" in [pipeline]; did you mean \"slots\"?");
+}
+
+TEST(ConfigTest, UnknownNodeKeySuggests) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n  downstrem = []\n"), 5, 3,
+               "unknown key \"downstrem\" in [nodes.a]; did you mean \"downstream\"?");
+  // Transposition counts as one edit.
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nmetircs = \"h:2\"\n"), 5, 1,
+               "did you mean \"metrics\"?");
+}
+
+TEST(ConfigTest, UnknownKeyWithoutCloseMatchHasNoSuggestion) {
+  auto d = errors_of(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncolour = \"red\"\n"));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].message, "unknown key \"colour\" in [nodes.a]");
+}
+
+TEST(ConfigTest, KeysInTheWrongTableSayWhereTheyBelong) {
+  expect_error("[pipeline]\nname = \"demo\"\nroute = \"hash\"\n[nodes.a]\nlisten = \"h:1\"\n", 3, 1,
+               "per-node key");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nname = \"a\"\n"), 5, 1,
+               "belongs in [pipeline]");
+}
+
+TEST(ConfigTest, MissingPipelineIsAWholeFileError) {
+  auto d = errors_of("[nodes.a]\nlisten = \"h:1\"\n");
+  ASSERT_EQ(d.size(), 1u) << dump(d);
+  EXPECT_EQ(d[0].pos.line, 0u);
+  EXPECT_EQ(d[0].pos.col, 0u);
+  EXPECT_EQ(d[0].format(),
+            "t.toml: error: missing [pipeline] table (it needs at least: name = \"...\")");
+}
+
+TEST(ConfigTest, EmptyFileMissesBothTables) {
+  auto d = errors_of("");
+  ASSERT_EQ(d.size(), 2u) << dump(d);
+  EXPECT_NE(d[0].message.find("missing [pipeline]"), std::string::npos);
+  EXPECT_NE(d[1].message.find("missing [nodes]"), std::string::npos);
+}
+
+TEST(ConfigTest, MissingPipelineName) {
+  expect_error("# comment\n[pipeline]\nslots = 4\n[nodes.a]\nlisten = \"h:1\"\n", 2, 1,
+               "[pipeline] is missing required key \"name\"");
+}
+
+TEST(ConfigTest, EmptyPipelineName) {
+  expect_error("[pipeline]\nname = \"\"\n[nodes.a]\nlisten = \"h:1\"\n", 2, 8,
+               "pipeline.name must not be empty");
+}
+
+TEST(ConfigTest, MissingNodes) {
+  auto d = errors_of(kPipeline);
+  ASSERT_EQ(d.size(), 1u) << dump(d);
+  EXPECT_EQ(d[0].pos.line, 0u);
+  EXPECT_NE(d[0].message.find("missing [nodes] table"), std::string::npos);
+}
+
+TEST(ConfigTest, NodesWithoutAnyNode) {
+  expect_error(with_pipeline("[nodes]\n"), 3, 1, "[nodes] declares no nodes");
+}
+
+TEST(ConfigTest, MissingListen) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n\n[nodes.b]\nmetrics = \"h:9\"\n"), 6, 1,
+               "[nodes.b] is missing required key \"listen\"");
+}
+
+TEST(ConfigTest, WrongValueTypesPointAtTheValue) {
+  expect_error("[pipeline]\nname = \"demo\"\nslots = \"many\"\n[nodes.a]\nlisten = \"h:1\"\n", 3, 9,
+               "pipeline.slots must be an integer, got string");
+  expect_error("[pipeline]\nname = 5\n[nodes.a]\nlisten = \"h:1\"\n", 2, 8,
+               "pipeline.name must be a string, got integer");
+  expect_error(with_pipeline("[nodes.a]\nlisten = 7001\n"), 4, 10,
+               "nodes.a.listen must be a string, got integer");
+  expect_error(
+      with_pipeline(
+          "[nodes.a]\nlisten = \"h:1\"\ndownstream = \"b\"\n[nodes.b]\nlisten = \"h:2\"\n"),
+      5, 14, "nodes.a.downstream must be an array of node names, got string");
+  expect_error(
+      with_pipeline(
+          "[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"b\", 3]\n[nodes.b]\nlisten = \"h:2\"\n"),
+      5, 20, "entries must be node names (strings), got integer");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslot_size = 1.5\n"), 5, 13,
+               "nodes.a.slot_size must be a size");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = \"crc32c\"\n"), 5, 9,
+               "nodes.a.stage must be a table such as { plugin = \"passthrough\" }, got string");
+  expect_error(
+      with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32c\", mode = [1] }\n"),
+      5, 37, "nodes.a.stage.mode must be a string, integer, float or boolean");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = 1 }\n"), 5, 20,
+               "nodes.a.stage.plugin must be a string, got integer");
+  expect_error("nodes = 3\n" + with_pipeline(""), 1, 9, "nodes must be a table, got integer");
+  expect_error("nodes.a = 3\n" + with_pipeline(""), 1, 11, "nodes.a must be a table, got integer");
+  expect_error("pipeline = \"x\"\n[nodes.a]\nlisten = \"h:1\"\n", 1, 12,
+               "pipeline must be a table, got string");
+}
+
+TEST(ConfigTest, DuplicateListenNamesTheFirstOwner) {
+  expect_error(
+      with_pipeline(R"([nodes.a]
+listen = "127.0.0.1:7001"
+[nodes.b]
+listen = "127.0.0.1:7001"
+)"),
+      6, 10,
+      "nodes.b.listen: address \"127.0.0.1:7001\" is already the listen address of node \"a\"");
+}
+
+TEST(ConfigTest, DuplicateListenComparesCanonicalIps) {
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "[::1]:7001"
+[nodes.b]
+listen = "[0:0::1]:7001"
+)"),
+               6, 10, "is already the listen address of node \"a\"");
+  // Host names compare case-insensitively; different ports are different addresses.
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "Host-1:7001"
+[nodes.b]
+listen = "host-1:7002"
+[nodes.c]
+listen = "host-1:7001"
+)"),
+               8, 10, "already the listen address of node \"a\"");
+}
+
+TEST(ConfigTest, MetricsMayNotReuseAnyAddress) {
+  expect_error(
+      with_pipeline(R"([nodes.a]
+listen = "127.0.0.1:7001"
+metrics = "127.0.0.1:7001"
+)"),
+      5, 11,
+      "nodes.a.metrics: address \"127.0.0.1:7001\" is already the listen address of node \"a\"");
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "127.0.0.1:7001"
+metrics = "127.0.0.1:9100"
+[nodes.b]
+listen = "127.0.0.1:7002"
+metrics = "127.0.0.1:9100"
+)"),
+               8, 11, "is already the metrics address of node \"a\"");
+  // A listen address taken by an earlier metrics address points at the listen.
+  expect_error(
+      with_pipeline(R"([nodes.a]
+listen = "127.0.0.1:7001"
+metrics = "127.0.0.1:9100"
+[nodes.b]
+listen = "127.0.0.1:9100"
+)"),
+      7, 10,
+      "nodes.b.listen: address \"127.0.0.1:9100\" is already the metrics address of node \"a\"");
+}
+
+TEST(ConfigTest, DownstreamNotANodeSuggestsANodeName) {
+  expect_error(with_pipeline(R"([nodes.source]
+listen = "h:1"
+downstream = ["sinc"]
+[nodes.sink]
+listen = "h:2"
+)"),
+               5, 15, "nodes.source.downstream: \"sinc\" is not a node; did you mean \"sink\"?");
+  // One-letter names are all one edit apart: no suggestion there.
+  auto d = errors_of(with_pipeline(
+      "[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"c\"]\n[nodes.b]\nlisten = \"h:2\"\n"));
+  ASSERT_EQ(d.size(), 1u) << dump(d);
+  EXPECT_EQ(d[0].message, "nodes.a.downstream: \"c\" is not a node");
+}
+
+TEST(ConfigTest, DownstreamSelf) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [ \"a\" ]\n"), 5, 16,
+               "node \"a\" cannot be its own downstream");
+}
+
+TEST(ConfigTest, DownstreamListedTwice) {
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "h:1"
+downstream = ["b", "c",
+              "b"]
+[nodes.b]
+listen = "h:2"
+[nodes.c]
+listen = "h:3"
+)"),
+               6, 15, "nodes.a.downstream: \"b\" is listed twice");
+}
+
+TEST(ConfigTest, CycleIsReportedOnceWithItsPath) {
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "h:1"
+downstream = ["b"]
+[nodes.b]
+listen = "h:2"
+downstream = ["c"]
+[nodes.c]
+listen = "h:3"
+downstream = ["a"]
+)"),
+               11, 15, "cycle in the pipeline: a -> b -> c -> a");
+}
+
+TEST(ConfigTest, EveryIndependentCycleIsReported) {
+  auto d = errors_of(with_pipeline(R"([nodes.a]
+listen = "h:1"
+downstream = ["b"]
+[nodes.b]
+listen = "h:2"
+downstream = ["a", "c"]
+[nodes.c]
+listen = "h:3"
+downstream = ["d"]
+[nodes.d]
+listen = "h:4"
+downstream = ["c"]
+)"));
+  ASSERT_EQ(d.size(), 2u) << dump(d);
+  EXPECT_EQ(d[0].pos.line, 8u);
+  EXPECT_EQ(d[0].pos.col, 15u);
+  EXPECT_EQ(d[0].message, "cycle in the pipeline: a -> b -> a");
+  EXPECT_EQ(d[1].pos.line, 14u);
+  EXPECT_EQ(d[1].message, "cycle in the pipeline: c -> d -> c");
+}
+
+TEST(ConfigTest, DiamondIsNotACycle) {
+  EXPECT_NO_THROW(parse_topology(kFull, "t"));
+}
+
+TEST(ConfigTest, SlotSizeOutOfRange) {
+  expect_error("[pipeline]\nname = \"d\"\nslot_size = \"128B\"\n[nodes.a]\nlisten = \"h:1\"\n", 3,
+               13, "pipeline.slot_size \"128B\" is out of range: must be between 256B and 16MiB");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslot_size = 16777217\n"), 5, 13,
+               "nodes.a.slot_size 16777217 is out of range: must be between 256B and 16MiB "
+               "(256 to 16777216 bytes)");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslot_size = -1\n"), 5, 13,
+               "out of range");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslot_size = \"32MiB\"\n"), 5, 13,
+               "out of range");
+  // The limits themselves are allowed.
+  EXPECT_NO_THROW(
+      parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslot_size = 256\n"
+                                   "[nodes.b]\nlisten = \"h:2\"\nslot_size = \"16MiB\"\n"),
+                     "t"));
+}
+
+TEST(ConfigTest, SlotSizeThatDoesNotParseNamesTheUnits) {
+  expect_error("[pipeline]\nname = \"d\"\nslot_size = \"64KB\"\n[nodes.a]\nlisten = \"h:1\"\n", 3,
+               13,
+               "pipeline.slot_size \"64KB\" is not a size: write an integer number of bytes "
+               "or a number with unit B, KiB or MiB");
+}
+
+TEST(ConfigTest, SlotsOutOfRange) {
+  expect_error("[pipeline]\nname = \"d\"\nslots = 1\n[nodes.a]\nlisten = \"h:1\"\n", 3, 9,
+               "pipeline.slots 1 is out of range: must be between 2 and 4096");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslots = 4097\n"), 5, 9,
+               "nodes.a.slots 4097 is out of range: must be between 2 and 4096");
+  EXPECT_NO_THROW(parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslots = 2\n"
+                                               "[nodes.b]\nlisten = \"h:2\"\nslots = 4096\n"),
+                                 "t"));
+}
+
+TEST(ConfigTest, AddressesThatDoNotParse) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"127.0.0.1\"\n"), 4, 10,
+               "nodes.a.listen \"127.0.0.1\" is not a valid address: missing port");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"127.0.0.1:0\"\n"), 4, 10,
+               "port 0 is out of range 1..65535");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"127.0.0.1:65536\"\n"), 4, 10,
+               "port 65536 is out of range 1..65535");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"[::1:7001\"\n"), 4, 10,
+               "'[' without a closing ']'");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"::1]:7001\"\n"), 4, 10,
+               "brackets must enclose the whole IPv6 host");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"::1:7001\"\n"), 4, 10,
+               "an IPv6 address must be in brackets");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nmetrics = \"h:\"\n"), 5, 11,
+               "nodes.a.metrics \"h:\" is not a valid address: missing port number");
+}
+
+TEST(ConfigTest, EnumValuesListTheAllowedSet) {
+  expect_error("[pipeline]\nname = \"d\"\ntransport = \"rdma\"\n[nodes.a]\nlisten = \"h:1\"\n", 3,
+               13, "pipeline.transport must be one of \"auto\", \"verbs\", \"tcp\", not \"rdma\"");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nroute = \"roundrobin\"\n"), 5, 9,
+               "nodes.a.route must be one of \"broadcast\", \"round-robin\", \"hash\", not "
+               "\"roundrobin\"; did you mean \"round-robin\"?");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ningress = \"read\"\n"), 5, 11,
+               "nodes.a.ingress must be one of \"write\", \"send\", not \"read\"");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nforward = \"post\"\n"), 5, 11,
+               "nodes.a.forward must be one of \"send\", \"write\", not \"post\"");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\npoll = \"spin\"\n"), 5, 8,
+               "nodes.a.poll must be one of \"event\", \"busy\", not \"spin\"");
+  // Case differences are suggested too.
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ntransport = \"TCP\"\n"), 5, 13,
+               "did you mean \"tcp\"?");
+}
+
+TEST(ConfigTest, UnknownBuiltInStageSuggests) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32\" }\n"), 5,
+               20, "did you mean \"crc32c\"?");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n[nodes.a.stage]\nplugin = \"zstd\"\n"),
+               6, 10, "built-in stages: passthrough, crc32c, verify-sink, file-sink");
+}
+
+TEST(ConfigTest, PluginThatDoesNotExist) {
+  expect_error(with_pipeline(
+                   "[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"/nonexistent/dir/x.so\" }\n"),
+               5, 20, "/nonexistent/dir/x.so");
+}
+
+TEST(ConfigTest, PluginThatIsNotAnElf) {
+  fs::path dir = fs::temp_directory_path() / ("hoprelay_config_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::path fake = dir / "not_elf.so";
+  std::ofstream(fake) << "this is not a shared object\n";
+  auto d = errors_of(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"" +
+                                   fake.string() + "\", mode = 1 }\n"));
+  fs::remove_all(dir);
+  ASSERT_EQ(d.size(), 1u) << dump(d);
+  EXPECT_EQ(d[0].pos.line, 5u);
+  EXPECT_EQ(d[0].pos.col, 20u);
+  EXPECT_NE(d[0].message.find("nodes.a.stage.plugin: "), std::string::npos) << dump(d);
+  EXPECT_NE(d[0].message.find("not_elf.so"), std::string::npos) << dump(d);
+  // A path is not a typo of a built-in name: no suggestion.
+  EXPECT_EQ(d[0].message.find("did you mean"), std::string::npos) << dump(d);
+}
+
+TEST(ConfigTest, UnknownStageParamSuggests) {
+  expect_error(
+      with_pipeline(
+          "[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32c\", mdoe = \"verify\" }\n"),
+      5, 30, "stage \"crc32c\" has no parameter \"mdoe\"; did you mean \"mode\"?");
+  expect_error(
+      with_pipeline("[nodes.a]\nlisten = \"h:1\"\n[nodes.a.stage]\nplugin = \"verify-sink\"\n"
+                    "output = \"x\"\n"),
+      7, 1, "nodes.a.stage: stage \"verify-sink\" has no parameter \"output\" (it takes: report)");
+  // Without a plugin key the stage is passthrough, which takes no parameters.
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { mode = \"stamp\" }\n"), 5, 11,
+               "stage \"passthrough\" has no parameter \"mode\" (it takes no parameters)");
+}
+
+TEST(ConfigTest, NodeNameCharacters) {
+  expect_error(with_pipeline("[nodes.\"a b\"]\nlisten = \"h:1\"\n"), 3, 8,
+               "node name \"a b\" is invalid: use only letters, digits, '_', '.' and '-'");
+  expect_error(with_pipeline("[nodes.\"\"]\nlisten = \"h:1\"\n"), 3, 8,
+               "node name \"\" is invalid");
+  // A '.' is allowed in a name, but TOML needs the key quoted to keep it in one piece.
+  EXPECT_NO_THROW(parse_topology(with_pipeline("[nodes.\"A-z_0.9\"]\nlisten = \"h:1\"\n"), "t"));
+}
+
+TEST(ConfigTest, KeyPathsQuoteNamesThatAreNotBareKeys) {
+  expect_error(with_pipeline("[nodes.\"a.b\"]\nlisten = \"h\"\n"), 4, 10,
+               "nodes.\"a.b\".listen \"h\" is not a valid address");
+  expect_error(with_pipeline("[nodes.\"a.b\"]\nlisten = \"h:1\"\nslot = 3\n"), 5, 1,
+               "unknown key \"slot\" in [nodes.\"a.b\"]");
+}
+
+TEST(ConfigTest, NodeNameLength) {
+  std::string ok(48, 'n');
+  std::string too_long(49, 'n');
+  EXPECT_NO_THROW(parse_topology(with_pipeline("[nodes." + ok + "]\nlisten = \"h:1\"\n"), "t"));
+  expect_error(with_pipeline("[nodes." + too_long + "]\nlisten = \"h:1\"\n"), 3, 8,
+               "is 49 bytes long; at most 48 are allowed");
+}
+
+TEST(ConfigTest, ThreeIndependentErrorsAreAllReportedInFileOrder) {
+  auto d = errors_of(R"([pipeline]
+name = "demo"
+slots = 1
+
+[nodes.a]
+listen = "127.0.0.1:7001"
+downstream = ["b"]
+route = "random"
+
+[nodes.b]
+listen = "127.0.0.1"
+)");
+  ASSERT_EQ(d.size(), 3u) << dump(d);
+  EXPECT_EQ(d[0].format(),
+            "t.toml:3:9: error: pipeline.slots 1 is out of range: must be between 2 and 4096");
+  EXPECT_EQ(d[1].pos.line, 8u);
+  EXPECT_EQ(d[1].pos.col, 9u);
+  EXPECT_NE(d[1].message.find("nodes.a.route must be one of"), std::string::npos);
+  EXPECT_EQ(d[2].pos.line, 11u);
+  EXPECT_EQ(d[2].pos.col, 10u);
+  EXPECT_NE(d[2].message.find("missing port"), std::string::npos);
+}
+
+TEST(ConfigTest, ErrorsAreSortedByPositionNotByCheck) {
+  // The duplicate address (found after all nodes are read) sits between two per-node errors.
+  auto d = errors_of(with_pipeline(R"([nodes.a]
+listen = "h:1"
+slots = 0
+[nodes.b]
+listen = "h:1"
+[nodes.c]
+listen = "h:3"
+colour = 1
+)"));
+  ASSERT_EQ(d.size(), 3u) << dump(d);
+  EXPECT_EQ(d[0].pos.line, 5u);
+  EXPECT_EQ(d[1].pos.line, 7u);
+  EXPECT_EQ(d[2].pos.line, 10u);
+}
+
+TEST(ConfigTest, ConfigErrorWhatJoinsAllDiagnostics) {
+  try {
+    parse_topology("[pipeline]\nname = \"\"\nslots = 1\n[nodes.a]\nlisten = \"h:1\"\n", "x.toml");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "x.toml:2:8: error: pipeline.name must not be empty\n"
+                 "x.toml:3:9: error: pipeline.slots 1 is out of range: must be between 2 and 4096");
+  }
+}
+
+TEST(ConfigTest, DiagnosticFormat) {
+  EXPECT_EQ((Diagnostic{"f.toml", {3, 7}, "bad"}).format(), "f.toml:3:7: error: bad");
+  EXPECT_EQ((Diagnostic{"f.toml", {3, 0}, "bad"}).format(), "f.toml:3: error: bad");
+  EXPECT_EQ((Diagnostic{"f.toml", {0, 0}, "bad"}).format(), "f.toml: error: bad");
+}
+
+// --- value syntaxes ---------------------------------------------------------------------
+
+TEST(ConfigTest, ParseSize) {
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("512B"), 512u);
+  EXPECT_EQ(parse_size("64KiB"), 65536u);
+  EXPECT_EQ(parse_size("64 KiB"), 65536u);
+  EXPECT_EQ(parse_size("1MiB"), 1048576u);
+  EXPECT_EQ(parse_size("16MiB"), 16u << 20);
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(parse_size(""), std::nullopt);
+  EXPECT_EQ(parse_size("KiB"), std::nullopt);
+  EXPECT_EQ(parse_size("64KB"), std::nullopt);
+  EXPECT_EQ(parse_size("64kib"), std::nullopt);
+  EXPECT_EQ(parse_size("64K"), std::nullopt);
+  EXPECT_EQ(parse_size("1GiB"), std::nullopt);
+  EXPECT_EQ(parse_size("1.5MiB"), std::nullopt);
+  EXPECT_EQ(parse_size("-1"), std::nullopt);
+  EXPECT_EQ(parse_size("+1"), std::nullopt);
+  EXPECT_EQ(parse_size(" 64KiB"), std::nullopt);
+  EXPECT_EQ(parse_size("64KiB "), std::nullopt);
+  EXPECT_EQ(parse_size("64 "), std::nullopt);
+  EXPECT_EQ(parse_size("18446744073709551616"), std::nullopt);  // 2^64
+  EXPECT_EQ(parse_size("17592186044416MiB"), std::nullopt);     // 2^44 MiB = 2^64 bytes
+}
+
+TEST(ConfigTest, ParseEndpoint) {
+  auto v4 = parse_endpoint("127.0.0.1:7001");
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 7001);
+  auto v6 = parse_endpoint("[::1]:7001");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 7001);
+  EXPECT_EQ(v6->to_string(), "[::1]:7001");
+  auto name = parse_endpoint("relay-1.example.org:65535");
+  ASSERT_TRUE(name);
+  EXPECT_EQ(name->host, "relay-1.example.org");
+  EXPECT_EQ(name->port, 65535);
+  EXPECT_EQ(name->to_string(), "relay-1.example.org:65535");
+  auto zone = parse_endpoint("[fe80::1%eth0]:1");
+  ASSERT_TRUE(zone);
+  EXPECT_EQ(zone->host, "fe80::1%eth0");
+  EXPECT_EQ(zone->to_string(), "[fe80::1%eth0]:1");
+
+  for (const char* bad : {"",
+                          "127.0.0.1",
+                          "127.0.0.1:",
+                          ":7001",
+                          "127.0.0.1:0",
+                          "127.0.0.1:65536",
+                          "127.0.0.1:99999999999999999999",
+                          "127.0.0.1:-1",
+                          "127.0.0.1:+1",
+                          "127.0.0.1:80x",
+                          "::1:7001",
+                          "[::1]",
+                          "[::1]7001",
+                          "[::1:7001",
+                          "::1]:7001",
+                          "[]:7001",
+                          "[127.0.0.1]:7001",
+                          "[x]:1",
+                          "a[b]:1",
+                          "300.0.0.1:1",
+                          "127.1:1",
+                          "bad host:1",
+                          "-h:1",
+                          "h/x:1",
+                          "[fe80::1%]:1"}) {
+    EXPECT_EQ(parse_endpoint(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(ConfigTest, EndpointToString) {
+  EXPECT_EQ((Endpoint{"10.1.2.3", 80}).to_string(), "10.1.2.3:80");
+  EXPECT_EQ((Endpoint{"2001:db8::7", 443}).to_string(), "[2001:db8::7]:443");
+}
+
+TEST(ConfigTest, EnumNamesAreTheTomlSpellings) {
+  EXPECT_EQ(to_string(TransportKind::kAuto), "auto");
+  EXPECT_EQ(to_string(TransportKind::kVerbs), "verbs");
+  EXPECT_EQ(to_string(TransportKind::kTcp), "tcp");
+  EXPECT_EQ(to_string(Route::kBroadcast), "broadcast");
+  EXPECT_EQ(to_string(Route::kRoundRobin), "round-robin");
+  EXPECT_EQ(to_string(Route::kHash), "hash");
+  EXPECT_EQ(to_string(Ingress::kWrite), "write");
+  EXPECT_EQ(to_string(Ingress::kSend), "send");
+  EXPECT_EQ(to_string(Forward::kSend), "send");
+  EXPECT_EQ(to_string(Forward::kWrite), "write");
+  EXPECT_EQ(to_string(Poll::kEvent), "event");
+  EXPECT_EQ(to_string(Poll::kBusy), "busy");
+}
+
+TEST(ConfigTest, Fnv1a64KnownValues) {
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fnv1a64("foobar"), 0x85944171f73967e8ull);
+}
+
+TEST(ConfigTest, HashChangesWithTheFileBytes) {
+  std::string a = with_pipeline("[nodes.a]\nlisten = \"h:1\"\n");
+  std::string b = a + "# comment\n";
+  EXPECT_NE(parse_topology(a, "t").hash, parse_topology(b, "t").hash);
+}
+
+// --- output and loading ------------------------------------------------------------------
+
+TEST(ConfigTest, ToDot) {
+  std::string dot = to_dot(parse_topology(kFull, "t"));
+  EXPECT_EQ(dot.rfind("digraph \"demo\" {\n", 0), 0u) << dot;
+  EXPECT_NE(dot.find("  \"src\" [label=\"src\\ncrc32c\\n127.0.0.1:7001\"];\n"), std::string::npos)
+      << dot;
+  EXPECT_NE(dot.find("  \"alt\" [label=\"alt\\npassthrough\\n[::1]:7003\"];\n"), std::string::npos)
+      << dot;
+  // Fan-out edges carry the route; single edges do not.
+  EXPECT_NE(dot.find("  \"src\" -> \"mid\" [label=\"round-robin\"];\n"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("  \"src\" -> \"alt\" [label=\"round-robin\"];\n"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("  \"mid\" -> \"sink\";\n"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("  \"alt\" -> \"sink\";\n"), std::string::npos) << dot;
+  EXPECT_EQ(dot.substr(dot.size() - 2), "}\n");
+}
+
+TEST(ConfigTest, ToDotQuotesNames) {
+  Topology t =
+      parse_topology("[pipeline]\nname = 'say \"hi\" \\ bye'\n[nodes.a]\nlisten = \"h:1\"\n", "t");
+  EXPECT_EQ(to_dot(t).rfind("digraph \"say \\\"hi\\\" \\\\ bye\" {\n", 0), 0u) << to_dot(t);
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hoprelay_config_file_test_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(ConfigFileTest, LoadsAFile) {
+  fs::path path = dir_ / "demo.toml";
+  std::ofstream(path) << kFull;
+  Topology t = load_topology(path.string());
+  EXPECT_EQ(t.path, path.string());
+  EXPECT_EQ(t.nodes.size(), 4u);
+  EXPECT_EQ(t.hash, fnv1a64(kFull));
+}
+
+TEST_F(ConfigFileTest, DiagnosticsNameTheFile) {
+  fs::path path = dir_ / "bad.toml";
+  std::ofstream(path) << "[pipeline]\nname = \"demo\"\nslots = 1\n[nodes.a]\nlisten = \"h:1\"\n";
+  try {
+    load_topology(path.string());
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_EQ(e.diagnostics()[0].file, path.string());
+    EXPECT_EQ(std::string(e.what()).rfind(path.string() + ":3:9: error: ", 0), 0u) << e.what();
+  }
+}
+
+TEST_F(ConfigFileTest, UnreadableFileThrowsSystemErrorWithThePath) {
+  std::string missing = (dir_ / "missing.toml").string();
+  try {
+    load_topology(missing);
+    FAIL() << "expected std::system_error";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::no_such_file_or_directory);
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
+  }
+  try {
+    load_topology(dir_.string());  // a directory opens, then fails to read
+    FAIL() << "expected std::system_error";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::is_a_directory);
+    EXPECT_NE(std::string(e.what()).find(dir_.string()), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hoprelay::config

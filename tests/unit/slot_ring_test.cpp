@@ -1,0 +1,79 @@
+#include "hoprelay/transport/slot_ring.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "hoprelay/daemon/ring_queue.h"
+
+namespace hoprelay::transport {
+namespace {
+
+TEST(SlotRing, FillsInOrderAndReturnsCreditsInOrder) {
+  std::vector<std::byte> mem(SlotRing::size_for(4, 1024));
+  SlotRing ring(mem.data(), 4, 1024, nullptr);
+  EXPECT_EQ(SlotRing::stride_for(1024), 1024u + 64u);
+  Slot* s[4];
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(ring.expected_index(), i);
+    s[i] = ring.acquire();
+    ASSERT_NE(s[i], nullptr);
+    EXPECT_EQ(s[i]->index, i);
+    EXPECT_EQ(s[i]->frame, mem.data() + i * SlotRing::stride_for(1024));
+  }
+  EXPECT_EQ(ring.acquire(), nullptr) << "a fifth frame overruns the credits";
+  EXPECT_EQ(ring.in_use(), 4u);
+  // Released out of order: no credit until the oldest goes, then all contiguous ones.
+  EXPECT_EQ(ring.release(*s[2]), 0u);
+  EXPECT_EQ(ring.release(*s[1]), 0u);
+  EXPECT_EQ(ring.release(*s[0]), 3u);
+  EXPECT_EQ(ring.in_use(), 1u);
+  EXPECT_EQ(ring.release(*s[0]), 0u) << "double release is ignored";
+  EXPECT_EQ(ring.expected_index(), 0u);
+  Slot* again = ring.acquire();
+  EXPECT_EQ(again->index, 0u);
+  EXPECT_EQ(ring.release(*s[3]), 1u);
+  EXPECT_EQ(ring.release(*again), 1u);
+  EXPECT_EQ(ring.in_use(), 0u);
+}
+
+TEST(SlotRing, CreditsNeverExceedSlotsUnderRandomRelease) {
+  std::vector<std::byte> mem(SlotRing::size_for(8, 256));
+  SlotRing ring(mem.data(), 8, 256, nullptr);
+  uint64_t credits = 8, seed = 1;
+  std::vector<Slot*> held;
+  for (int step = 0; step < 100000; ++step) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    if (credits > 0 && (seed >> 33) % 2) {
+      Slot* s = ring.acquire();
+      ASSERT_NE(s, nullptr);
+      --credits;
+      held.push_back(s);
+    } else if (!held.empty()) {
+      size_t i = (seed >> 40) % held.size();
+      credits += ring.release(*held[i]);
+      held.erase(held.begin() + static_cast<long>(i));
+    }
+    ASSERT_LE(credits + ring.in_use(), 8u);
+  }
+}
+
+TEST(RingQueue, KeepsOrderAcrossGrowthAndPushFront) {
+  daemon::RingQueue<int> q(2);
+  for (int i = 0; i < 100; ++i) q.push_back(i);
+  q.push_front(-1);
+  q.push_front(-2);
+  EXPECT_EQ(q.size(), 102u);
+  EXPECT_EQ(q.front(), -2);
+  q.pop_front();
+  EXPECT_EQ(q.front(), -1);
+  q.pop_front();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(q.front(), i);
+    q.pop_front();
+  }
+  EXPECT_TRUE(q.empty());
+}
+
+}  // namespace
+}  // namespace hoprelay::transport

@@ -1,0 +1,207 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "hoprelay/stages/pattern.h"
+#include "hoprelay/stages/stage.h"
+
+namespace hoprelay::stages {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Buf {
+  explicit Buf(uint32_t size, uint32_t capacity, uint32_t origin, uint64_t seq)
+      : bytes(capacity), msg{} {
+    fill_pattern({bytes.data(), size}, origin, seq);
+    msg = {reinterpret_cast<uint8_t*>(bytes.data()), size, capacity, origin, 0, seq};
+  }
+  std::vector<std::byte> bytes;
+  hoprelay_msg msg;
+};
+
+Stage make(const std::string& plugin, Params params = {}) {
+  return Stage(resolve(plugin), "test", params);
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("hoprelay-stages-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST(Pattern, RoundTripsAndDetectsDamage) {
+  for (uint32_t size : {24u, 25u, 31u, 64u, 1000u, 65536u}) {
+    std::vector<std::byte> b(size);
+    fill_pattern(b, 7, 123);
+    uint32_t o = 0;
+    uint64_t s = 0;
+    ASSERT_EQ(check_pattern(b, o, s), PatternCheck::kOk) << size;
+    EXPECT_EQ(o, 7u);
+    EXPECT_EQ(s, 123u);
+    b[size - 1] ^= std::byte{1};
+    EXPECT_NE(check_pattern(b, o, s), PatternCheck::kOk) << size;
+  }
+  std::vector<std::byte> b(100);
+  fill_pattern(b, 1, 2);
+  uint32_t o;
+  uint64_t s;
+  EXPECT_EQ(check_pattern(std::span(b).first(99), o, s), PatternCheck::kBadLength);
+}
+
+TEST(Pattern, Crc32cKnownAnswer) {
+  // RFC 3720 B.4: 32 bytes of zeros -> 0x8A9136AA; "123456789" -> 0xE3069283.
+  std::vector<std::byte> zeros(32);
+  EXPECT_EQ(crc32c(zeros), 0x8A9136AAu);
+  const char* digits = "123456789";
+  EXPECT_EQ(crc32c({reinterpret_cast<const std::byte*>(digits), 9}), 0xE3069283u);
+}
+
+TEST(Stages, BuiltinsResolveAndUnknownIsRefused) {
+  for (auto name : builtin_names()) EXPECT_EQ(resolve(name)->name(), name);
+  EXPECT_THROW(resolve("no-such-stage"), StageError);
+  try {
+    resolve("/nonexistent/stage.so");
+    FAIL();
+  } catch (const StageError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Stages, ParamKeysAreDeclared) {
+  auto crc = resolve("crc32c");
+  EXPECT_FALSE(crc->rejects_param("mode"));
+  EXPECT_TRUE(crc->rejects_param("mdoe"));
+  EXPECT_TRUE(resolve("passthrough")->rejects_param("anything"));
+}
+
+TEST(Stages, AbiMajorMismatchIsRefusedByVersion) {
+  hoprelay_stage_descriptor d{HOPRELAY_STAGE_ABI_MAJOR + 1, 0, sizeof(d), "x"};
+  try {
+    check_descriptor(&d, "x.so");
+    FAIL();
+  } catch (const StageError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 1, found 2"), std::string::npos) << e.what();
+  }
+  hoprelay_stage_descriptor small{HOPRELAY_STAGE_ABI_MAJOR, 0, 8, "x"};
+  EXPECT_THROW(check_descriptor(&small, "x.so"), StageError);
+}
+
+TEST(Stages, PluginLoadsByPathAndFutureAbiIsRefused) {
+  auto xor_type = resolve(HOPRELAY_TEST_XOR_PLUGIN);
+  EXPECT_EQ(xor_type->name(), "xor");
+  Stage s(xor_type, "n", {{"key", "255"}});
+  Buf b(64, 128, 1, 1);
+  auto before = b.bytes;
+  ASSERT_EQ(s.process(b.msg), HOPRELAY_FORWARD);
+  EXPECT_EQ(uint8_t(b.bytes[0]), uint8_t(before[0]) ^ 0xff);
+  EXPECT_THROW(Stage(xor_type, "n", {{"key", "300"}}), StageError);
+  try {
+    resolve(HOPRELAY_TEST_FUTURE_PLUGIN);
+    FAIL();
+  } catch (const StageError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 1, found 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Stages, Crc32cStampThenVerify) {
+  Stage stamp = make("crc32c", {{"mode", "stamp"}});
+  Stage verify = make("crc32c", {{"mode", "verify"}});
+  Buf b(100, 200, 3, 4);
+  ASSERT_EQ(stamp.process(b.msg), HOPRELAY_FORWARD);
+  EXPECT_EQ(b.msg.length, 104u);
+  EXPECT_TRUE(b.msg.flags & HOPRELAY_MSG_CRC32C_TRAILER);
+  Buf copy = b;
+  copy.msg.data = reinterpret_cast<uint8_t*>(copy.bytes.data());
+  ASSERT_EQ(verify.process(b.msg), HOPRELAY_FORWARD);
+  EXPECT_EQ(b.msg.length, 100u);
+  EXPECT_FALSE(b.msg.flags & HOPRELAY_MSG_CRC32C_TRAILER);
+  copy.bytes[10] ^= std::byte{0x40};  // damage in flight
+  EXPECT_EQ(verify.process(copy.msg), HOPRELAY_ERROR);
+  Buf unstamped(100, 200, 3, 5);
+  EXPECT_EQ(verify.process(unstamped.msg), HOPRELAY_ERROR);
+  Buf full(100, 100, 3, 6);  // no room for a trailer
+  EXPECT_EQ(stamp.process(full.msg), HOPRELAY_ERROR);
+  EXPECT_THROW(make("crc32c", {{"mode", "check"}}), StageError);
+}
+
+TEST_F(TempDir, VerifySinkCountsAndReports) {
+  fs::path report = dir_ / "r.json";
+  {
+    Stage sink = make("verify-sink", {{"report", report.string()}});
+    Stage stamp = make("crc32c", {{"mode", "stamp"}});
+    for (uint64_t seq : {0, 1, 2, 4, 4, 5}) {  // 3 missing, 4 twice
+      Buf b(256, 300, 11, seq);
+      if (seq == 5) stamp.process(b.msg);  // a stamped one is checked through its trailer
+      sink.process(b.msg);
+    }
+    Buf bad(256, 300, 11, 6);
+    bad.bytes[100] ^= std::byte{1};
+    EXPECT_EQ(sink.process(bad.msg), HOPRELAY_ERROR);
+    Buf other(64, 64, 12, 0);
+    EXPECT_EQ(sink.process(other.msg), HOPRELAY_FORWARD);
+    Buf liar(64, 64, 12, 1);
+    liar.msg.seq = 9;  // header says one thing, payload another
+    EXPECT_EQ(sink.process(liar.msg), HOPRELAY_ERROR);
+  }  // destroyed: final flush
+  std::string json = slurp(report);
+  EXPECT_NE(json.find("\"received\": 6,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"duplicates\": 1,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"missing\": 1,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"corrupt\": 2,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"11\": {\"received\": 5, \"duplicates\": 1, \"missing\": 1, "
+                      "\"corrupt\": 1"),
+            std::string::npos)
+      << json;
+  EXPECT_FALSE(fs::exists(dir_ / "r.json.tmp"));
+}
+
+TEST_F(TempDir, VerifySinkRefusesUnwritableReport) {
+  EXPECT_THROW(make("verify-sink", {{"report", (dir_ / "no/such/dir/r.json").string()}}),
+               StageError);
+}
+
+TEST_F(TempDir, FileSinkAppendsLengthPrefixedRecords) {
+  fs::path out = dir_ / "records";
+  {
+    Stage sink = make("file-sink", {{"path", out.string()}});
+    for (uint32_t len : {24u, 100u, 3000u}) {
+      Buf b(len, len, 1, len);
+      EXPECT_EQ(sink.process(b.msg), HOPRELAY_FORWARD);
+    }
+  }
+  std::string data = slurp(out);
+  ASSERT_EQ(data.size(), 3 * 4 + 24 + 100 + 3000u);
+  size_t off = 0;
+  for (uint32_t want : {24u, 100u, 3000u}) {
+    uint32_t len;
+    std::memcpy(&len, data.data() + off, 4);
+    EXPECT_EQ(len, want);
+    uint32_t o;
+    uint64_t s;
+    EXPECT_EQ(check_pattern({reinterpret_cast<const std::byte*>(data.data() + off + 4), len}, o, s),
+              PatternCheck::kOk);
+    off += 4 + len;
+  }
+}
+
+}  // namespace
+}  // namespace hoprelay::stages

@@ -1,0 +1,139 @@
+#include "hoprelay/transport/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <random>
+
+namespace hoprelay::transport {
+namespace {
+
+std::array<std::byte, kFrameHeaderSize> encoded(const FrameHeader& h) {
+  std::array<std::byte, kFrameHeaderSize> b{};
+  encode_header(h, b.data());
+  return b;
+}
+
+TEST(Wire, HeaderRoundTrips) {
+  FrameHeader h{FrameType::kData, 1, 4096, 77, 0x1122334455667788ull, 0, 13};
+  auto b = encoded(h);
+  FrameHeader out;
+  ASSERT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk);
+  EXPECT_EQ(out.type, FrameType::kData);
+  EXPECT_EQ(out.flags, 1);
+  EXPECT_EQ(out.length, 4096u);
+  EXPECT_EQ(out.origin, 77u);
+  EXPECT_EQ(out.seq, 0x1122334455667788ull);
+  EXPECT_EQ(out.slot, 13u);
+}
+
+TEST(Wire, RejectsEveryBadField) {
+  FrameHeader h{FrameType::kData, 0, 100};
+  FrameHeader out;
+  WireLimits limits{64};
+  auto b = encoded(h);
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kTooLong);  // longer than a slot
+
+  b = encoded(FrameHeader{FrameType::kCredit});
+  b[0] = std::byte{0};
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadMagic);
+
+  b = encoded(FrameHeader{FrameType::kCredit});
+  b[2] = std::byte{9};
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadVersion);
+
+  b = encoded(FrameHeader{FrameType::kCredit});
+  b[3] = std::byte{0};
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadType);
+  b[3] = std::byte{7};
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadType);
+
+  b = encoded(FrameHeader{FrameType::kCredit});
+  b[6] = std::byte{1};
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadReserved);
+
+  b = encoded(FrameHeader{FrameType::kCredit, 0x8000});
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadFlags);
+
+  FrameHeader ctl{FrameType::kHello};
+  ctl.length = kMaxControlPayload + 1;
+  b = encoded(ctl);
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kTooLong);
+}
+
+TEST(Wire, RandomHeadersNeverDecodeOutOfLimits) {
+  std::mt19937_64 rng(42);
+  WireLimits limits{4096};
+  int accepted = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::array<std::byte, kFrameHeaderSize> b;
+    for (auto& x : b) x = std::byte(rng());
+    if (i % 2) {  // half with a valid prefix so the deeper checks are reached
+      b[0] = std::byte{0x48};
+      b[1] = std::byte{0x52};
+      b[2] = std::byte{kWireVersion};
+      b[3] = std::byte(1 + rng() % 6);
+      b[6] = b[7] = std::byte{0};
+      b[5] = std::byte{0};
+      b[4] = std::byte(rng() % 2);
+      b[9] = std::byte(rng() % 0x20);  // lengths around the limits
+      b[10] = b[11] = std::byte{0};
+    }
+    FrameHeader out;
+    if (decode_header(b.data(), limits, out) == WireError::kOk) {
+      ++accepted;
+      uint32_t max = out.type == FrameType::kData ? limits.max_data_payload : kMaxControlPayload;
+      ASSERT_LE(out.length, max);
+    }
+  }
+  EXPECT_GT(accepted, 0);
+}
+
+TEST(Wire, HelloRoundTripAndValidation) {
+  HelloBody h;
+  h.role = PeerRole::kProducer;
+  std::strcpy(h.name, "relay-b.01");
+  h.topology_hash = 0xdeadbeefcafef00dull;
+  h.origin = 9;
+  std::array<std::byte, kHelloSize> b;
+  encode_hello(h, b.data());
+  HelloBody out;
+  ASSERT_TRUE(decode_hello(b, out));
+  EXPECT_STREQ(out.name, "relay-b.01");
+  EXPECT_EQ(out.role, PeerRole::kProducer);
+  EXPECT_EQ(out.topology_hash, h.topology_hash);
+  EXPECT_EQ(out.origin, 9u);
+
+  auto bad = b;
+  bad[0] = std::byte{7};  // role
+  EXPECT_FALSE(decode_hello(bad, out));
+  bad = b;
+  bad[1] = std::byte{200};  // name length beyond the field
+  EXPECT_FALSE(decode_hello(bad, out));
+  bad = b;
+  bad[16] = std::byte{' '};  // not a valid node-name character
+  EXPECT_FALSE(decode_hello(bad, out));
+  EXPECT_FALSE(decode_hello(std::span(b).first(10), out));  // truncated
+}
+
+TEST(Wire, WelcomeValidation) {
+  std::array<std::byte, kWelcomeSize> b;
+  encode_welcome({64, 65536, 5}, b.data());
+  WelcomeBody w;
+  ASSERT_TRUE(decode_welcome(b, w));
+  EXPECT_EQ(w.slots, 64u);
+  EXPECT_EQ(w.slot_size, 65536u);
+  encode_welcome({0, 65536, 5}, b.data());
+  EXPECT_FALSE(decode_welcome(b, w));
+}
+
+TEST(Wire, NodeNames) {
+  EXPECT_TRUE(valid_node_name("a"));
+  EXPECT_TRUE(valid_node_name("relay_2.east-1"));
+  EXPECT_FALSE(valid_node_name(""));
+  EXPECT_FALSE(valid_node_name("has space"));
+  EXPECT_FALSE(valid_node_name(std::string(49, 'x')));
+}
+
+}  // namespace
+}  // namespace hoprelay::transport

@@ -1,0 +1,67 @@
+// A single-threaded epoll reactor. A node runs one: every link's socket (or, over verbs, the
+// rdma_cm event channel and completion channel), the signalfd and the timers feed it, so a
+// message's walk through a node never crosses a thread or takes a lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+namespace hoprelay::transport {
+
+class EventLoop {
+ public:
+  class Handler {
+   public:
+    virtual void on_io(uint32_t events) = 0;
+
+   protected:
+    ~Handler() = default;
+  };
+  using TimerId = uint64_t;
+  using Clock = std::chrono::steady_clock;
+
+  EventLoop();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Register/modify/unregister an fd. A handler must stay alive until the end of the current
+  // iteration after remove(): destroy links from a defer()red callback, never inline.
+  void add(int fd, uint32_t events, Handler* handler);
+  void modify(int fd, uint32_t events, Handler* handler);
+  void remove(int fd);
+
+  TimerId after(std::chrono::milliseconds delay, std::function<void()> fn);
+  void cancel(TimerId id);
+  // Runs fn once after the events of the current iteration (coalesced work: credit frames,
+  // deleting closed links). Small captures do not allocate.
+  void defer(std::function<void()> fn);
+
+  // A function run on every iteration with a zero epoll timeout while busy() is true: the
+  // busy-poll hook for transports that poll completion queues.
+  void set_poller(std::function<bool()> poll) { poller_ = std::move(poll); }
+
+  void run();  // until stop()
+  // One iteration: waits at most timeout (or until the next timer) for events.
+  void run_once(std::chrono::milliseconds timeout);
+  void stop() { stopped_ = true; }
+  bool stopped() const { return stopped_; }
+
+ private:
+  void run_timers();
+  void run_deferred();
+
+  int epfd_ = -1;
+  bool stopped_ = false;
+  TimerId next_timer_ = 1;
+  std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;
+  std::map<TimerId, Clock::time_point> timer_deadlines_;
+  std::vector<std::function<void()>> deferred_;
+  std::vector<std::function<void()>> running_deferred_;
+  std::function<bool()> poller_;
+};
+
+}  // namespace hoprelay::transport

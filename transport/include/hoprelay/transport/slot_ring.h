@@ -1,0 +1,68 @@
+// The receive slots of one inbound link.
+//
+// A ring of `slots` fixed-size slots in one block of memory (registered once, for verbs). Each
+// slot holds one frame exactly as it crossed the wire: the 32-byte header, then the payload.
+// Frames fill slots strictly in ring order, so a sender always knows which slot its next frame
+// lands in. Slots may be released out of order (fan-out peers acknowledge at different times),
+// but credits return in order: the ring's tail only moves past released slots, so a credit
+// always names the oldest slots and a sender never writes into a slot still in use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hoprelay/transport/wire.h"
+
+namespace hoprelay::transport {
+
+class InboundLink;
+
+struct Slot {
+  std::byte* frame = nullptr;  // kFrameHeaderSize header bytes, then the payload
+  InboundLink* link = nullptr;
+  uint32_t index = 0;
+  uint32_t length = 0;  // payload bytes (the stage may change it)
+  uint32_t origin = 0;
+  uint16_t flags = 0;
+  uint16_t refs = 0;  // node bookkeeping: downstream posts not yet acknowledged
+  uint64_t seq = 0;
+  bool held = false;
+  std::byte* payload() const { return frame + kFrameHeaderSize; }
+};
+
+class SlotRing {
+ public:
+  // `base` must hold size_for(slots, slot_size) bytes and outlive the ring.
+  SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner);
+
+  // Bytes between slot starts: header + payload capacity, rounded to a cache line.
+  static constexpr uint32_t stride_for(uint32_t slot_size) {
+    return (static_cast<uint32_t>(kFrameHeaderSize) + slot_size + 63u) & ~63u;
+  }
+  static constexpr size_t size_for(uint32_t slots, uint32_t slot_size) {
+    return size_t{slots} * stride_for(slot_size);
+  }
+
+  uint32_t slots() const { return static_cast<uint32_t>(slots_.size()); }
+  uint32_t slot_size() const { return slot_size_; }
+  uint32_t in_use() const { return static_cast<uint32_t>(head_ - tail_); }
+  uint32_t free_slots() const { return slots() - in_use(); }
+  // Ring index the next frame must land in.
+  uint32_t expected_index() const { return static_cast<uint32_t>(head_ % slots_.size()); }
+
+  // Takes the next slot in ring order; nullptr when all are held (the sender overran its
+  // credits, which is a protocol violation).
+  Slot* acquire();
+  // Gives a slot back; returns how many credits that frees (0 while an older slot is held).
+  uint32_t release(Slot& slot);
+  Slot& at(uint32_t index) { return slots_[index]; }
+
+ private:
+  std::vector<Slot> slots_;
+  uint32_t slot_size_;
+  uint64_t head_ = 0;  // frames acquired
+  uint64_t tail_ = 0;  // frames whose credit has been returned
+};
+
+}  // namespace hoprelay::transport

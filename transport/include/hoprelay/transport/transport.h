@@ -1,0 +1,165 @@
+// The one transport interface. TCP and verbs implement it as equals; the node above never
+// knows which one carries its messages (brpc's model). make_transport() is the factory, and
+// `transport = "auto"` falling back to TCP is a reported choice, not an error path.
+//
+// Semantics every transport provides (docs/protocol.md):
+//  - A link is one direction of data: an OutboundLink posts frames to a peer's InboundLink.
+//  - A sender has as many credits as the receiver has slots for the link; each posted frame
+//    takes one. The receiver returns a credit when the node releases the slot, i.e. when the
+//    message has been acknowledged by every downstream it was routed to (or consumed). So a
+//    credit is also an acknowledgement of the oldest unacknowledged frame, in order.
+//  - A frame's memory must stay untouched from post() until on_acked() or on_returned():
+//    transports send from it directly (zero copy).
+//  - When an outbound link drops, every unacknowledged frame comes back through on_returned(),
+//    newest first, for the node to push to the front of its queue and post again once the link
+//    is back: the original order is kept.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/transport/event_loop.h"
+#include "hoprelay/transport/slot_ring.h"
+#include "hoprelay/transport/wire.h"
+
+namespace hoprelay::transport {
+
+// A setup-path failure worded for the operator: what went wrong and what to do about it.
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Memory frames are sent from and received into; over verbs it is registered with the device.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  virtual uint32_t lkey() const { return 0; }
+
+ protected:
+  MemoryRegion(std::byte* data, size_t size) : data_(data), size_(size) {}
+  std::byte* data_;
+  size_t size_;
+};
+
+struct PeerInfo {
+  PeerRole role = PeerRole::kNode;
+  std::string name;
+  uint64_t topology_hash = 0;
+  uint32_t origin = 0;
+  std::string address;  // "ip:port" the connection came from
+};
+
+class InboundLink {
+ public:
+  virtual ~InboundLink() = default;
+  const PeerInfo& peer() const { return peer_; }
+  // Gives a slot back. Its credit reaches the sender once every older slot is released too.
+  virtual void release(Slot& slot) = 0;
+  // Stops taking new frames from this peer (drain); frames already received stay valid.
+  virtual void pause() = 0;
+  virtual uint32_t slots_in_use() const = 0;
+
+ protected:
+  PeerInfo peer_;
+};
+
+// One frame to post: its payload is in `memory` (a slot or a producer buffer).
+struct OutFrame {
+  uint32_t origin = 0;
+  uint64_t seq = 0;
+  uint16_t flags = 0;
+  const std::byte* payload = nullptr;
+  uint32_t length = 0;
+  const MemoryRegion* memory = nullptr;
+  void* cookie = nullptr;  // handed back in on_acked / on_returned
+};
+
+class OutboundLink {
+ public:
+  virtual ~OutboundLink() = default;
+  const std::string& peer_name() const { return peer_name_; }
+  virtual bool up() const = 0;
+  // Frames that may be posted now (0 while down).
+  virtual uint32_t credits() const = 0;
+  // Frames posted and not yet acknowledged.
+  virtual uint32_t in_flight() const = 0;
+  // Queues a frame for sending. False, with nothing queued, when down or out of credits.
+  virtual bool post(const OutFrame& frame) = 0;
+  // Closes on purpose (BYE): unacknowledged frames come back through on_returned().
+  virtual void close() = 0;
+
+ protected:
+  std::string peer_name_;
+};
+
+// What the node (or the producer) learns from its links. Called from the event loop.
+class LinkEvents {
+ public:
+  // A peer said hello: admit it (true) or refuse it with a reason sent back and logged.
+  virtual bool admit(const PeerInfo& peer, std::string& reason) = 0;
+  virtual void on_inbound_up(InboundLink& link) = 0;
+  // A frame landed in `slot`. The node must release() the slot eventually.
+  virtual void on_message(InboundLink& link, Slot& slot) = 0;
+  // The link is gone; slots the node still holds stay valid until released.
+  virtual void on_inbound_down(InboundLink& link, std::string_view reason) = 0;
+  virtual void on_outbound_up(OutboundLink& link) = 0;
+  virtual void on_outbound_down(OutboundLink& link, std::string_view reason) = 0;
+  virtual void on_acked(OutboundLink& link, void* cookie) = 0;
+  virtual void on_returned(OutboundLink& link, void* cookie) = 0;
+  // Credits became available (after acks, or when the link came up).
+  virtual void on_credit(OutboundLink& link) = 0;
+
+ protected:
+  ~LinkEvents() = default;
+};
+
+// Who this end is, sent in every hello.
+struct Identity {
+  PeerRole role = PeerRole::kNode;
+  std::string name;
+  uint64_t topology_hash = 0;
+  uint32_t origin = 0;  // producers only
+};
+
+struct ListenParams {
+  config::Endpoint address;
+  uint32_t slots = 64;
+  uint32_t slot_size = 64 * 1024;
+};
+
+struct ConnectParams {
+  std::string peer_name;
+  config::Endpoint address;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // Starts accepting inbound links; throws TransportError (port in use, no device, memlock).
+  virtual void listen(const ListenParams& params) = 0;
+  virtual void stop_listening() = 0;
+  // An outbound link that connects now and reconnects with backoff whenever it drops.
+  virtual std::unique_ptr<OutboundLink> connect(const ConnectParams& params) = 0;
+  // Memory to post frames from (producers).
+  virtual std::unique_ptr<MemoryRegion> allocate(size_t bytes) = 0;
+};
+
+struct TransportChoice {
+  std::unique_ptr<Transport> transport;
+  std::string reason;  // why this transport: logged at start
+};
+
+// Builds the transport `kind` asks for; for kAuto, verbs when an RDMA device serves
+// `local_address`, else TCP. Throws TransportError when an explicit choice cannot be met.
+TransportChoice make_transport(config::TransportKind kind, const config::Endpoint& local_address,
+                               EventLoop& loop, LinkEvents& events, Identity identity);
+
+}  // namespace hoprelay::transport

@@ -1,0 +1,109 @@
+// The hoprelay wire format, shared by every transport (docs/protocol.md is its reference).
+//
+// Every frame starts with the same fixed 32-byte little-endian header. A data frame's bytes on
+// the wire are exactly the bytes that land in the receiver's slot (header, then payload), so a
+// relay can forward a message from the slot it arrived in without copying it.
+//
+// Everything here is pure: no I/O, no allocation. Decoding validates every field a peer sends;
+// transports call decode_header() before they trust a single byte of a frame.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+namespace hoprelay::transport {
+
+inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
+inline constexpr uint8_t kWireVersion = 1;
+inline constexpr size_t kFrameHeaderSize = 32;
+// Control frames (hello, welcome, reject) carry at most this many payload bytes.
+inline constexpr uint32_t kMaxControlPayload = 256;
+// Node names travel in the hello and, over verbs, in 56 bytes of rdma_cm private data.
+inline constexpr size_t kMaxNodeName = 48;
+
+enum class FrameType : uint8_t {
+  kHello = 1,    // sender -> receiver: who I am (HelloBody)
+  kWelcome = 2,  // receiver -> sender: admitted, here are your credits (WelcomeBody)
+  kReject = 3,   // receiver -> sender: not admitted; payload is the reason text
+  kData = 4,     // sender -> receiver: one message, into slot `slot`
+  kCredit = 5,   // receiver -> sender: `credits` more slots released (acknowledges the oldest)
+  kBye = 6,      // either side: closing on purpose (drain), not a failure
+};
+
+// Header flag bits are the message flags of the stage ABI (HOPRELAY_MSG_*), carried end to end.
+inline constexpr uint16_t kKnownFlags = 0x0001;
+
+struct FrameHeader {
+  FrameType type = FrameType::kData;
+  uint16_t flags = 0;
+  uint32_t length = 0;   // payload bytes after the header
+  uint32_t origin = 0;   // producer id (data)
+  uint64_t seq = 0;      // per-origin sequence (data)
+  uint32_t credits = 0;  // credit frames: slots released
+  uint32_t slot = 0;     // data frames: receiver slot index the frame occupies
+};
+
+// Why a header was refused. Each has a metric label and a log text (reason_text()).
+enum class WireError : uint8_t {
+  kOk = 0,
+  kBadMagic,
+  kBadVersion,
+  kBadType,
+  kBadReserved,
+  kBadFlags,
+  kTooLong,
+};
+std::string_view reason_text(WireError e);
+
+// Limits a decoder checks against: what this end of this link has agreed to receive.
+struct WireLimits {
+  uint32_t max_data_payload = 0;  // the receiver's slot payload capacity
+};
+
+void encode_header(const FrameHeader& h, std::byte* out);
+WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHeader& out);
+
+enum class PeerRole : uint8_t { kNode = 1, kProducer = 2 };
+
+// HELLO payload: fixed 64 bytes.
+struct HelloBody {
+  PeerRole role = PeerRole::kNode;
+  char name[kMaxNodeName + 1] = {};  // NUL-terminated
+  uint64_t topology_hash = 0;
+  uint32_t origin = 0;  // producers: the origin id their messages carry
+};
+inline constexpr uint32_t kHelloSize = 64;
+void encode_hello(const HelloBody& h, std::byte* out);
+// False when the body is malformed (bad role, name not terminated or not a valid node name).
+bool decode_hello(std::span<const std::byte> in, HelloBody& out);
+
+// WELCOME payload: fixed 24 bytes.
+struct WelcomeBody {
+  uint32_t slots = 0;      // credits granted (the receiver's ring size for this link)
+  uint32_t slot_size = 0;  // payload capacity of one slot
+  uint64_t topology_hash = 0;
+  uint64_t reserved = 0;
+};
+inline constexpr uint32_t kWelcomeSize = 24;
+void encode_welcome(const WelcomeBody& w, std::byte* out);
+bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out);
+
+// Valid node names: [A-Za-z0-9_.-]{1,48}. Shared with the topology validator's rule.
+bool valid_node_name(std::string_view name);
+
+// Little-endian load/store helpers (x86 and ARM hosts are LE; memcpy keeps them alignment-safe).
+template <class T>
+inline T load_le(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <class T>
+inline void store_le(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+}  // namespace hoprelay::transport

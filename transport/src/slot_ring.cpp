@@ -1,0 +1,35 @@
+#include "hoprelay/transport/slot_ring.h"
+
+namespace hoprelay::transport {
+
+SlotRing::SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner)
+    : slots_(slots), slot_size_(slot_size) {
+  uint32_t stride = stride_for(slot_size);
+  for (uint32_t i = 0; i < slots; ++i) {
+    slots_[i].frame = base + size_t{i} * stride;
+    slots_[i].link = owner;
+    slots_[i].index = i;
+  }
+}
+
+Slot* SlotRing::acquire() {
+  if (in_use() == slots()) return nullptr;
+  Slot& s = slots_[head_ % slots_.size()];
+  s.held = true;
+  s.refs = 0;
+  ++head_;
+  return &s;
+}
+
+uint32_t SlotRing::release(Slot& slot) {
+  if (!slot.held) return 0;  // double release: ignore rather than corrupt the credit count
+  slot.held = false;
+  uint32_t freed = 0;
+  while (tail_ < head_ && !slots_[tail_ % slots_.size()].held) {
+    ++tail_;
+    ++freed;
+  }
+  return freed;
+}
+
+}  // namespace hoprelay::transport

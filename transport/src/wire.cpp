@@ -1,0 +1,116 @@
+#include "hoprelay/transport/wire.h"
+
+#include <bit>
+
+namespace hoprelay::transport {
+
+static_assert(std::endian::native == std::endian::little,
+              "wire codec assumes a little-endian host");
+
+std::string_view reason_text(WireError e) {
+  switch (e) {
+    case WireError::kOk:
+      return "ok";
+    case WireError::kBadMagic:
+      return "bad magic";
+    case WireError::kBadVersion:
+      return "unsupported protocol version";
+    case WireError::kBadType:
+      return "unknown frame type";
+    case WireError::kBadReserved:
+      return "reserved field not zero";
+    case WireError::kBadFlags:
+      return "unknown flag bits";
+    case WireError::kTooLong:
+      return "frame longer than agreed";
+  }
+  return "unknown";
+}
+
+// Layout: magic u16 | version u8 | type u8 | flags u16 | reserved u16 | length u32 |
+//         origin u32 | seq u64 | credits u32 | slot u32
+void encode_header(const FrameHeader& h, std::byte* out) {
+  store_le<uint16_t>(out + 0, kFrameMagic);
+  out[2] = std::byte{kWireVersion};
+  out[3] = std::byte{static_cast<uint8_t>(h.type)};
+  store_le<uint16_t>(out + 4, h.flags);
+  store_le<uint16_t>(out + 6, 0);
+  store_le<uint32_t>(out + 8, h.length);
+  store_le<uint32_t>(out + 12, h.origin);
+  store_le<uint64_t>(out + 16, h.seq);
+  store_le<uint32_t>(out + 24, h.credits);
+  store_le<uint32_t>(out + 28, h.slot);
+}
+
+WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHeader& out) {
+  if (load_le<uint16_t>(in) != kFrameMagic) return WireError::kBadMagic;
+  if (uint8_t(in[2]) != kWireVersion) return WireError::kBadVersion;
+  uint8_t type = uint8_t(in[3]);
+  if (type < uint8_t(FrameType::kHello) || type > uint8_t(FrameType::kBye)) {
+    return WireError::kBadType;
+  }
+  if (load_le<uint16_t>(in + 6) != 0) return WireError::kBadReserved;
+  out.type = FrameType(type);
+  out.flags = load_le<uint16_t>(in + 4);
+  if (out.flags & ~kKnownFlags) return WireError::kBadFlags;
+  out.length = load_le<uint32_t>(in + 8);
+  out.origin = load_le<uint32_t>(in + 12);
+  out.seq = load_le<uint64_t>(in + 16);
+  out.credits = load_le<uint32_t>(in + 24);
+  out.slot = load_le<uint32_t>(in + 28);
+  uint32_t max = out.type == FrameType::kData ? limits.max_data_payload : kMaxControlPayload;
+  if (out.length > max) return WireError::kTooLong;
+  return WireError::kOk;
+}
+
+bool valid_node_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNodeName) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// HELLO: role u8 | name_len u8 | reserved u16 (0) | origin u32 | topology_hash u64 | name[48]
+void encode_hello(const HelloBody& h, std::byte* out) {
+  std::memset(out, 0, kHelloSize);
+  size_t n = strnlen(h.name, kMaxNodeName);
+  out[0] = std::byte{static_cast<uint8_t>(h.role)};
+  out[1] = std::byte{static_cast<uint8_t>(n)};
+  store_le<uint32_t>(out + 4, h.origin);
+  store_le<uint64_t>(out + 8, h.topology_hash);
+  std::memcpy(out + 16, h.name, n);
+}
+
+bool decode_hello(std::span<const std::byte> in, HelloBody& out) {
+  if (in.size() != kHelloSize) return false;
+  uint8_t role = uint8_t(in[0]);
+  size_t n = uint8_t(in[1]);
+  if (role != uint8_t(PeerRole::kNode) && role != uint8_t(PeerRole::kProducer)) return false;
+  if (n > kMaxNodeName || load_le<uint16_t>(in.data() + 2) != 0) return false;
+  out.role = PeerRole(role);
+  out.origin = load_le<uint32_t>(in.data() + 4);
+  out.topology_hash = load_le<uint64_t>(in.data() + 8);
+  std::memset(out.name, 0, sizeof(out.name));
+  std::memcpy(out.name, in.data() + 16, n);
+  return valid_node_name({out.name, n});
+}
+
+void encode_welcome(const WelcomeBody& w, std::byte* out) {
+  store_le<uint32_t>(out + 0, w.slots);
+  store_le<uint32_t>(out + 4, w.slot_size);
+  store_le<uint64_t>(out + 8, w.topology_hash);
+  store_le<uint64_t>(out + 16, 0);
+}
+
+bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out) {
+  if (in.size() != kWelcomeSize) return false;
+  out.slots = load_le<uint32_t>(in.data());
+  out.slot_size = load_le<uint32_t>(in.data() + 4);
+  out.topology_hash = load_le<uint64_t>(in.data() + 8);
+  return out.slots > 0 && out.slot_size > 0 && load_le<uint64_t>(in.data() + 16) == 0;
+}
+
+}  // namespace hoprelay::transport

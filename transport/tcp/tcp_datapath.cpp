@@ -1,0 +1,370 @@
+// TCP transport: the per-message path. Nothing here allocates or logs per message; the only
+// per-message copies are of payload bytes that arrived together with their header in one read
+// (small frames), large payloads are read straight into their slot.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "hoprelay/transport/log.h"
+#include "tcp_transport.h"
+
+namespace hoprelay::transport::tcp {
+namespace {
+
+// Bytes read from one link per wakeup before yielding to the other links (fairness).
+constexpr size_t kReadBudget = 1 << 20;
+constexpr int kMaxIov = 64;
+
+spdlog::logger& log() {
+  static auto logger = module_logger("tcp");
+  return *logger;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- TcpInbound
+
+void TcpInbound::on_io(uint32_t events) {
+  if (state_ == State::kClosed) return;
+  if (events & EPOLLOUT) flush_control();
+  if (state_ == State::kClosed) return;
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !paused_) read_some();
+}
+
+// Reads until the socket is empty or the budget is spent. False when the link closed.
+bool TcpInbound::read_some() {
+  size_t budget = kReadBudget;
+  while (budget > 0 && state_ != State::kClosed && !paused_) {
+    ssize_t n;
+    if (partial_) {
+      // The rest of a large payload: straight into the slot, no stream buffer.
+      std::byte* dst = partial_->payload() + partial_have_;
+      n = ::recv(fd_, dst, partial_->length - partial_have_, 0);
+      if (n > 0) {
+        partial_have_ += static_cast<uint32_t>(n);
+        budget -= std::min(budget, size_t(n));
+        if (partial_have_ == partial_->length) {
+          Slot* done = std::exchange(partial_, nullptr);
+          deliver(*done);
+        }
+        continue;
+      }
+    } else {
+      if (rx_begin_ == rx_end_) rx_begin_ = rx_end_ = 0;
+      if (rx_end_ == rx_.size()) {  // compact: a partial header or control frame at the end
+        std::memmove(rx_.data(), rx_.data() + rx_begin_, rx_end_ - rx_begin_);
+        rx_end_ -= rx_begin_;
+        rx_begin_ = 0;
+      }
+      n = ::recv(fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, 0);
+      if (n > 0) {
+        rx_end_ += size_t(n);
+        budget -= std::min(budget, size_t(n));
+        if (!parse_buffered()) return false;
+        continue;
+      }
+    }
+    if (n == 0) {
+      fail("peer closed the connection");
+      return false;
+    }
+    if (errno == EAGAIN || errno == EINTR) return true;
+    fail(std::strerror(errno));
+    return false;
+  }
+  return state_ != State::kClosed;
+}
+
+// Consumes whole frames (and the start of a data frame's payload) from the stream buffer.
+bool TcpInbound::parse_buffered() {
+  while (!partial_ && rx_end_ - rx_begin_ >= kFrameHeaderSize && state_ != State::kClosed) {
+    FrameHeader h;
+    WireError err = decode_header(rx_.data() + rx_begin_, limits_, h);
+    if (err != WireError::kOk) {
+      fail(reason_text(err));
+      return false;
+    }
+    if (h.type == FrameType::kData) {
+      if (!start_data(h)) return false;
+      continue;
+    }
+    size_t whole = kFrameHeaderSize + h.length;
+    if (rx_end_ - rx_begin_ < whole) break;  // control frame not complete yet
+    std::span<const std::byte> body{rx_.data() + rx_begin_ + kFrameHeaderSize, h.length};
+    rx_begin_ += whole;
+    if (h.type == FrameType::kHello && state_ == State::kHello) {
+      handle_hello(h, body);
+    } else if (h.type == FrameType::kBye) {
+      fail("peer closed the link (bye)");
+      return false;
+    } else {
+      fail("unexpected frame type on an inbound link");
+      return false;
+    }
+  }
+  return state_ != State::kClosed;
+}
+
+// A data frame header is at rx_begin_: claim its slot and copy what has arrived of it.
+bool TcpInbound::start_data(const FrameHeader& h) {
+  if (state_ != State::kUp) {
+    fail("data before the hello was admitted");
+    return false;
+  }
+  if (h.slot != ring_->expected_index()) {
+    fail("data frame names slot " + std::to_string(h.slot) + ", expected " +
+         std::to_string(ring_->expected_index()));
+    return false;
+  }
+  Slot* slot = ring_->acquire();
+  if (!slot) {
+    fail("sender overran its credits");
+    return false;
+  }
+  std::memcpy(slot->frame, rx_.data() + rx_begin_, kFrameHeaderSize);
+  slot->length = h.length;
+  slot->origin = h.origin;
+  slot->seq = h.seq;
+  slot->flags = h.flags;
+  rx_begin_ += kFrameHeaderSize;
+  size_t have = std::min<size_t>(h.length, rx_end_ - rx_begin_);
+  std::memcpy(slot->payload(), rx_.data() + rx_begin_, have);
+  rx_begin_ += have;
+  if (have < h.length) {
+    partial_ = slot;
+    partial_have_ = static_cast<uint32_t>(have);
+    return true;
+  }
+  deliver(*slot);
+  return state_ != State::kClosed;
+}
+
+void TcpInbound::deliver(Slot& slot) {
+  transport_.events().on_message(*this, slot);
+}
+
+void TcpInbound::release(Slot& slot) {
+  uint32_t freed = ring_->release(slot);
+  if (state_ == State::kClosed) {
+    if (slots_in_use() == 0) transport_.reap(this);
+    return;
+  }
+  if (freed == 0) return;
+  pending_credits_ += freed;
+  // Credits coalesce: one credit frame per loop iteration, however many slots were released.
+  if (!flush_scheduled_) {
+    flush_scheduled_ = true;
+    transport_.loop().defer([this] {
+      flush_scheduled_ = false;
+      if (state_ != State::kClosed) flush_control();
+    });
+  }
+}
+
+void TcpInbound::send_control(const FrameHeader& h, std::span<const std::byte> body) {
+  size_t need = kFrameHeaderSize + body.size();
+  if (ctl_off_ == ctl_len_) ctl_off_ = ctl_len_ = 0;
+  if (ctl_len_ + need > ctl_.size()) {
+    fail("control backlog overflow");
+    return;
+  }
+  encode_header(h, ctl_.data() + ctl_len_);
+  std::memcpy(ctl_.data() + ctl_len_ + kFrameHeaderSize, body.data(), body.size());
+  ctl_len_ += need;
+  flush_control();
+}
+
+// Writes queued control bytes and pending credits. False when the link closed.
+bool TcpInbound::flush_control() {
+  for (;;) {
+    if (ctl_off_ == ctl_len_) {
+      ctl_off_ = ctl_len_ = 0;
+      if (pending_credits_ == 0) break;
+      FrameHeader c{FrameType::kCredit};
+      c.credits = std::exchange(pending_credits_, 0);
+      encode_header(c, ctl_.data());
+      ctl_len_ = kFrameHeaderSize;
+    }
+    ssize_t n = ::send(fd_, ctl_.data() + ctl_off_, ctl_len_ - ctl_off_, MSG_NOSIGNAL);
+    if (n > 0) {
+      ctl_off_ += size_t(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    fail(n == 0 ? "send returned 0" : std::strerror(errno));
+    return false;
+  }
+  bool want = ctl_off_ != ctl_len_;
+  if (want != want_write_) {
+    want_write_ = want;
+    update_interest();
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- TcpOutbound
+
+uint32_t TcpOutbound::credits() const {
+  return state_ == State::kUp ? peer_slots_ - static_cast<uint32_t>(tail_ - acked_) : 0;
+}
+
+void TcpOutbound::on_io(uint32_t events) {
+  switch (state_) {
+    case State::kConnecting:
+      on_connected();
+      return;
+    case State::kHello:
+    case State::kUp:
+      if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        if (!read_control()) return;
+      }
+      if ((events & EPOLLOUT) && state_ == State::kUp) flush();
+      return;
+    default:
+      return;
+  }
+}
+
+// Reads credit (and, during the handshake, welcome/reject) frames. False when dropped.
+bool TcpOutbound::read_control() {
+  for (;;) {
+    ssize_t n = ::recv(fd_, rx_.data() + rx_len_, rx_.size() - rx_len_, 0);
+    if (n == 0) {
+      drop("peer closed the connection", true);
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) return true;
+      drop(std::strerror(errno), true);
+      return false;
+    }
+    rx_len_ += size_t(n);
+    size_t off = 0;
+    while (rx_len_ - off >= kFrameHeaderSize) {
+      FrameHeader h;
+      WireError err = decode_header(rx_.data() + off, WireLimits{}, h);
+      if (err != WireError::kOk) {
+        drop(reason_text(err), true);
+        return false;
+      }
+      if (rx_len_ - off < kFrameHeaderSize + h.length) break;
+      std::span<const std::byte> body{rx_.data() + off + kFrameHeaderSize, h.length};
+      off += kFrameHeaderSize + h.length;
+      if (h.type == FrameType::kCredit && state_ == State::kUp) {
+        if (!handle_credit(h)) return false;
+      } else if (h.type == FrameType::kWelcome && state_ == State::kHello) {
+        handle_welcome(h, body);
+      } else if (h.type == FrameType::kReject) {
+        std::string reason(reinterpret_cast<const char*>(body.data()), body.size());
+        log().warn("{} refused this node: {}", peer_name_, reason);
+        // Retried (at the slowest backoff): the peer may run an older topology that a reload
+        // will fix.
+        backoff_ms_ = kBackoffMaxMs;
+        drop("rejected by peer: " + reason, true);
+        return false;
+      } else if (h.type == FrameType::kBye) {
+        drop("peer is shutting down", true);
+        return false;
+      } else {
+        drop("unexpected frame type on an outbound link", true);
+        return false;
+      }
+      if (state_ != State::kUp && state_ != State::kHello) return false;
+    }
+    std::memmove(rx_.data(), rx_.data() + off, rx_len_ - off);
+    rx_len_ -= off;
+  }
+}
+
+bool TcpOutbound::handle_credit(const FrameHeader& h) {
+  if (h.credits == 0 || h.credits > written_ - acked_) {
+    drop("credit for frames never sent", true);
+    return false;
+  }
+  for (uint32_t i = 0; i < h.credits; ++i) {
+    void* cookie = tx_[acked_ % tx_.size()].cookie;
+    ++acked_;
+    transport_.events().on_acked(*this, cookie);
+  }
+  transport_.events().on_credit(*this);
+  return true;
+}
+
+bool TcpOutbound::post(const OutFrame& f) {
+  if (state_ != State::kUp || tail_ - acked_ >= peer_slots_) return false;
+  TxEntry& e = tx_[tail_ % tx_.size()];
+  FrameHeader h{FrameType::kData};
+  h.flags = f.flags;
+  h.length = f.length;
+  h.origin = f.origin;
+  h.seq = f.seq;
+  h.slot = static_cast<uint32_t>(tail_ % peer_slots_);
+  encode_header(h, e.header.data());
+  e.payload = f.payload;
+  e.length = f.length;
+  e.cookie = f.cookie;
+  ++tail_;
+  schedule_flush();
+  return true;
+}
+
+// Posts coalesce: one writev per loop iteration for everything posted during it.
+void TcpOutbound::schedule_flush() {
+  if (flush_scheduled_ || want_write_) return;
+  flush_scheduled_ = true;
+  transport_.loop().defer([this] {
+    flush_scheduled_ = false;
+    if (state_ == State::kUp) flush();
+  });
+}
+
+void TcpOutbound::flush() {
+  while (written_ < tail_) {
+    iovec iov[kMaxIov];
+    int n_iov = 0;
+    size_t skip = written_off_;
+    for (uint64_t i = written_; i < tail_ && n_iov + 2 <= kMaxIov; ++i) {
+      TxEntry& e = tx_[i % tx_.size()];
+      if (skip < kFrameHeaderSize) {
+        iov[n_iov++] = {e.header.data() + skip, kFrameHeaderSize - skip};
+        skip = 0;
+      } else {
+        skip -= kFrameHeaderSize;
+      }
+      if (e.length > skip) {
+        iov[n_iov++] = {const_cast<std::byte*>(e.payload) + skip, e.length - skip};
+      }
+      skip = 0;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n_iov);
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      drop(std::strerror(errno), true);
+      return;
+    }
+    // Advance over fully written frames.
+    size_t left = size_t(n) + written_off_;
+    while (written_ < tail_) {
+      size_t whole = kFrameHeaderSize + tx_[written_ % tx_.size()].length;
+      if (left < whole) break;
+      left -= whole;
+      ++written_;
+    }
+    written_off_ = left;
+  }
+  bool want = written_ < tail_;
+  if (want != want_write_) {
+    want_write_ = want;
+    update_interest();
+  }
+}
+
+}  // namespace hoprelay::transport::tcp

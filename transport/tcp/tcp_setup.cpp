@@ -1,0 +1,409 @@
+// TCP transport: everything that is not the per-message path. Listening, accepting,
+// connecting with backoff, the hello/welcome handshake, and closing.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <system_error>
+
+#include "hoprelay/transport/log.h"
+#include "tcp_transport.h"
+
+namespace hoprelay::transport::tcp {
+namespace {
+
+constexpr auto kHandshakeTimeout = std::chrono::milliseconds(5000);
+constexpr uint32_t kBackoffMinMs = 50;
+constexpr size_t kRxBuffer = 256 * 1024;
+
+spdlog::logger& log() {
+  static auto logger = module_logger("tcp");
+  return *logger;
+}
+
+// Resolves host:port to one socket address (control path only: may block on DNS).
+bool resolve(const config::Endpoint& ep, sockaddr_storage& out, socklen_t& len, bool passive) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(ep.port);
+  if (getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return true;
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+  inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+  port = ntohs(a->sin6_port);
+  return "[" + std::string(host) + "]:" + std::to_string(port);
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+HeapRegion::HeapRegion(size_t bytes)
+    : MemoryRegion(
+          static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095})),
+          bytes) {
+  if (!data_) throw TransportError("out of memory allocating " + std::to_string(bytes) + " bytes");
+}
+
+HeapRegion::~HeapRegion() {
+  std::free(data_);
+}
+
+// ---------------------------------------------------------------- TcpTransport
+
+TcpTransport::TcpTransport(EventLoop& loop, LinkEvents& events, Identity identity)
+    : loop_(loop), events_(events), identity_(std::move(identity)) {}
+
+TcpTransport::~TcpTransport() {
+  stop_listening();
+  inbound_.clear();
+}
+
+void TcpTransport::listen(const ListenParams& params) {
+  listen_ = params;
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  std::string where = params.address.to_string();
+  if (!resolve(params.address, addr, len, true)) {
+    throw TransportError("cannot resolve listen address " + where +
+                         ": check `listen` in the topology");
+  }
+  int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw TransportError(std::string("socket(): ") + std::strerror(errno));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) < 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EADDRINUSE) {
+      throw TransportError("listen address " + where +
+                           " is already in use: another process (or another hoprelayd for "
+                           "this node) holds the port; stop it or change `listen` in the "
+                           "topology");
+    }
+    if (err == EADDRNOTAVAIL) {
+      throw TransportError("listen address " + where +
+                           " is not an address of this host: is this the right --node?");
+    }
+    throw TransportError("cannot bind " + where + ": " + std::strerror(err));
+  }
+  if (::listen(fd, 128) < 0) {
+    int err = errno;
+    ::close(fd);
+    throw TransportError("cannot listen on " + where + ": " + std::strerror(err));
+  }
+  listen_fd_ = fd;
+  loop_.add(fd, EPOLLIN, this);
+  log().info("listening on {} ({} slots of {} bytes per inbound link)", where, params.slots,
+             params.slot_size);
+}
+
+void TcpTransport::stop_listening() {
+  if (listen_fd_ < 0) return;
+  loop_.remove(listen_fd_);
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+void TcpTransport::on_io(uint32_t) {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EINTR) log().warn("accept: {}", std::strerror(errno));
+      return;
+    }
+    set_nodelay(fd);
+    inbound_.push_back(std::make_unique<TcpInbound>(*this, fd, peer_address(fd)));
+  }
+}
+
+void TcpTransport::reap(TcpInbound* link) {
+  // Deferred: the link may be in the middle of its own on_io() right now.
+  loop_.defer(
+      [this, link] { std::erase_if(inbound_, [link](const auto& p) { return p.get() == link; }); });
+}
+
+std::unique_ptr<OutboundLink> TcpTransport::connect(const ConnectParams& params) {
+  auto link = std::make_unique<TcpOutbound>(*this, params);
+  link->start();
+  return link;
+}
+
+std::unique_ptr<MemoryRegion> TcpTransport::allocate(size_t bytes) {
+  return std::make_unique<HeapRegion>(bytes);
+}
+
+// ---------------------------------------------------------------- TcpInbound setup
+
+TcpInbound::TcpInbound(TcpTransport& transport, int fd, std::string address)
+    : transport_(transport), fd_(fd), rx_(kRxBuffer) {
+  peer_.address = std::move(address);
+  transport_.loop().add(fd_, EPOLLIN, this);
+  hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
+    hello_timer_ = 0;
+    fail("no hello within 5 s");
+  });
+}
+
+TcpInbound::~TcpInbound() {
+  if (hello_timer_) transport_.loop().cancel(hello_timer_);
+  if (fd_ >= 0) {
+    transport_.loop().remove(fd_);
+    ::close(fd_);
+  }
+}
+
+void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> body) {
+  HelloBody hello;
+  if (h.length != kHelloSize || !decode_hello(body, hello)) return fail("malformed hello");
+  transport_.loop().cancel(hello_timer_);
+  hello_timer_ = 0;
+  peer_.role = hello.role;
+  peer_.name = hello.name;
+  peer_.topology_hash = hello.topology_hash;
+  peer_.origin = hello.origin;
+  std::string reason;
+  if (!transport_.events().admit(peer_, reason)) {
+    log().warn("rejected {} from {}: {}", peer_.name, peer_.address, reason);
+    FrameHeader r{FrameType::kReject};
+    r.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlPayload));
+    send_control(r, {reinterpret_cast<const std::byte*>(reason.data()), r.length});
+    state_ = State::kClosed;  // nothing more is read; the reject is flushed, then closed
+    ::shutdown(fd_, SHUT_WR);
+    transport_.loop().remove(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    transport_.reap(this);
+    return;
+  }
+  if (peer_.topology_hash != transport_.identity().topology_hash) {
+    log().warn("{} at {} runs a different topology file (hash {:016x}, ours {:016x})", peer_.name,
+               peer_.address, peer_.topology_hash, transport_.identity().topology_hash);
+  }
+  const ListenParams& lp = transport_.listen_params();
+  memory_ = transport_.allocate(SlotRing::size_for(lp.slots, lp.slot_size));
+  ring_.emplace(memory_->data(), lp.slots, lp.slot_size, this);
+  limits_.max_data_payload = lp.slot_size;
+  state_ = State::kUp;
+  WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash};
+  std::array<std::byte, kWelcomeSize> body_out;
+  encode_welcome(w, body_out.data());
+  FrameHeader wh{FrameType::kWelcome};
+  wh.length = kWelcomeSize;
+  send_control(wh, body_out);
+  log().info("inbound link up: {} from {}", peer_.name, peer_.address);
+  transport_.events().on_inbound_up(*this);
+}
+
+void TcpInbound::fail(std::string_view reason) {
+  if (state_ == State::kClosed) return;
+  bool was_up = state_ == State::kUp;
+  state_ = State::kClosed;
+  if (hello_timer_) transport_.loop().cancel(hello_timer_);
+  hello_timer_ = 0;
+  transport_.loop().remove(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  // A frame whose payload never completed was never delivered: its slot goes back here.
+  if (partial_) {
+    ring_->release(*partial_);
+    partial_ = nullptr;
+  }
+  if (was_up) {
+    log().warn("inbound link from {} ({}) closed: {}", peer_.name, peer_.address, reason);
+    transport_.events().on_inbound_down(*this, reason);
+  } else {
+    log().info("connection from {} closed before admission: {}", peer_.address, reason);
+  }
+  if (slots_in_use() == 0) transport_.reap(this);
+}
+
+void TcpInbound::pause() {
+  paused_ = true;
+  update_interest();
+}
+
+void TcpInbound::update_interest() {
+  if (fd_ < 0) return;
+  uint32_t ev = (paused_ ? 0u : uint32_t{EPOLLIN}) | (want_write_ ? uint32_t{EPOLLOUT} : 0u);
+  transport_.loop().modify(fd_, ev, this);
+}
+
+// ---------------------------------------------------------------- TcpOutbound setup
+
+TcpOutbound::TcpOutbound(TcpTransport& transport, ConnectParams params)
+    : transport_(transport), params_(std::move(params)) {
+  peer_name_ = params_.peer_name;
+}
+
+TcpOutbound::~TcpOutbound() {
+  if (timer_) transport_.loop().cancel(timer_);
+  if (fd_ >= 0) {
+    transport_.loop().remove(fd_);
+    ::close(fd_);
+  }
+}
+
+void TcpOutbound::start() {
+  timer_ = 0;
+  if (state_ == State::kClosed) return;
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (!resolve(params_.address, addr, len, false)) {
+    log().warn("cannot resolve {} for {}; retrying", params_.address.to_string(), peer_name_);
+    return schedule_reconnect();
+  }
+  fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return schedule_reconnect();
+  set_nodelay(fd_);
+  ++connects_;
+  int rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), len);
+  if (rc < 0 && errno != EINPROGRESS) {
+    ::close(fd_);
+    fd_ = -1;
+    return schedule_reconnect();
+  }
+  state_ = State::kConnecting;
+  transport_.loop().add(fd_, EPOLLOUT, this);
+  timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
+    timer_ = 0;
+    drop("handshake timed out", true);
+  });
+}
+
+void TcpOutbound::on_connected() {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    // Refused while the peer is not up yet is the normal start-up order; log it quietly.
+    log().debug("connect to {} ({}): {}", peer_name_, params_.address.to_string(),
+                std::strerror(err));
+    return drop(std::strerror(err), true);
+  }
+  state_ = State::kHello;
+  const Identity& id = transport_.identity();
+  HelloBody hello;
+  hello.role = id.role;
+  std::strncpy(hello.name, id.name.c_str(), kMaxNodeName);
+  hello.topology_hash = id.topology_hash;
+  hello.origin = id.origin;
+  std::array<std::byte, kFrameHeaderSize + kHelloSize> buf;
+  FrameHeader h{FrameType::kHello};
+  h.length = kHelloSize;
+  encode_header(h, buf.data());
+  encode_hello(hello, buf.data() + kFrameHeaderSize);
+  // The socket is fresh and empty: 96 bytes always fit into its send buffer.
+  if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
+    return drop("cannot send hello", true);
+  }
+  transport_.loop().modify(fd_, EPOLLIN, this);
+}
+
+void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte> body) {
+  WelcomeBody w;
+  if (h.length != kWelcomeSize || !decode_welcome(body, w) || w.slots > 1u << 20) {
+    return drop("malformed welcome", true);
+  }
+  if (timer_) transport_.loop().cancel(timer_);
+  timer_ = 0;
+  if (w.topology_hash != transport_.identity().topology_hash) {
+    log().warn("{} runs a different topology file (hash {:016x}, ours {:016x})", peer_name_,
+               w.topology_hash, transport_.identity().topology_hash);
+  }
+  peer_slots_ = w.slots;
+  tx_.assign(peer_slots_, TxEntry{});
+  acked_ = written_ = tail_ = 0;
+  written_off_ = 0;
+  backoff_ms_ = 0;
+  state_ = State::kUp;
+  log().info("outbound link up: {} at {} ({} credits)", peer_name_, params_.address.to_string(),
+             peer_slots_);
+  transport_.events().on_outbound_up(*this);
+  transport_.events().on_credit(*this);
+}
+
+void TcpOutbound::drop(std::string_view reason, bool retry) {
+  bool was_up = state_ == State::kUp;
+  if (timer_) transport_.loop().cancel(timer_);
+  timer_ = 0;
+  if (fd_ >= 0) {
+    transport_.loop().remove(fd_);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  want_write_ = false;
+  state_ = retry ? State::kBackoff : State::kClosed;
+  // Everything not acknowledged goes back to the node, newest first, so that a node pushing
+  // each to the front of its queue ends with them in their original order.
+  uint64_t first = acked_, last = tail_;
+  acked_ = written_ = tail_ = 0;
+  written_off_ = 0;
+  for (uint64_t i = last; i-- > first;) {
+    transport_.events().on_returned(*this, tx_[i % tx_.size()].cookie);
+  }
+  if (was_up) {
+    log().warn("outbound link to {} down: {} ({} unacknowledged frames kept for replay)",
+               peer_name_, reason, last - first);
+    transport_.events().on_outbound_down(*this, reason);
+  }
+  if (retry) schedule_reconnect();
+}
+
+void TcpOutbound::schedule_reconnect() {
+  state_ = State::kBackoff;
+  // Exponential backoff with full jitter: a restarted relay is not hit by every upstream at
+  // the same instant.
+  backoff_ms_ = backoff_ms_ == 0 ? kBackoffMinMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  uint32_t delay = backoff_ms_ / 2 + rng() % (backoff_ms_ / 2 + 1);
+  timer_ = transport_.loop().after(std::chrono::milliseconds(delay), [this] { start(); });
+}
+
+void TcpOutbound::close() {
+  if (state_ == State::kClosed) return;
+  if (fd_ >= 0 && state_ == State::kUp) {
+    std::array<std::byte, kFrameHeaderSize> bye;
+    encode_header(FrameHeader{FrameType::kBye}, bye.data());
+    ::send(fd_, bye.data(), bye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  drop("closed", false);
+}
+
+void TcpOutbound::update_interest() {
+  if (fd_ < 0) return;
+  transport_.loop().modify(fd_, EPOLLIN | (want_write_ ? uint32_t{EPOLLOUT} : 0u), this);
+}
+
+}  // namespace hoprelay::transport::tcp

@@ -1,0 +1,164 @@
+// The TCP transport: the same frames, credits and acknowledgements as verbs, over a stream
+// socket per link. Setup and teardown (listen, accept, connect, handshake, reconnect) live in
+// tcp_setup.cpp; the per-message path (parsing frames into slots, writev, credits) in
+// tcp_datapath.cpp.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hoprelay/transport/transport.h"
+
+namespace hoprelay::transport::tcp {
+
+class TcpTransport;
+
+inline constexpr uint32_t kBackoffMaxMs = 3000;
+
+// Heap memory: over TCP any memory can be sent from or received into.
+class HeapRegion final : public MemoryRegion {
+ public:
+  explicit HeapRegion(size_t bytes);
+  ~HeapRegion() override;
+};
+
+// Receiving end of one link: parses frames from the socket straight into the ring's slots.
+class TcpInbound final : public InboundLink, public EventLoop::Handler {
+ public:
+  TcpInbound(TcpTransport& transport, int fd, std::string address);
+  ~TcpInbound();
+
+  void on_io(uint32_t events) override;
+  void release(Slot& slot) override;
+  void pause() override;
+  uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
+  bool closed() const { return state_ == State::kClosed; }
+  // Closes with a reason (logged, counted by the caller's metrics through on_inbound_down).
+  void fail(std::string_view reason);
+
+ private:
+  enum class State { kHello, kUp, kClosed };
+
+  // tcp_setup.cpp
+  void handle_hello(const FrameHeader& h, std::span<const std::byte> body);
+  void send_control(const FrameHeader& h, std::span<const std::byte> body);
+  void update_interest();
+  // tcp_datapath.cpp
+  bool read_some();
+  bool parse_buffered();
+  bool start_data(const FrameHeader& h);
+  void deliver(Slot& slot);
+  bool flush_control();
+
+  TcpTransport& transport_;
+  int fd_;
+  State state_ = State::kHello;
+  bool paused_ = false;
+  bool want_write_ = false;
+  EventLoop::TimerId hello_timer_ = 0;
+  std::unique_ptr<MemoryRegion> memory_;
+  std::optional<SlotRing> ring_;
+  WireLimits limits_{};
+  // Stream buffer for headers and small frames; large payloads bypass it (read into the slot).
+  std::vector<std::byte> rx_;
+  size_t rx_begin_ = 0;
+  size_t rx_end_ = 0;
+  Slot* partial_ = nullptr;  // a data frame whose payload is still arriving
+  uint32_t partial_have_ = 0;
+  // Control bytes to send (welcome, reject, credits); credits coalesce into one frame.
+  std::array<std::byte, 512> ctl_{};
+  size_t ctl_off_ = 0;
+  size_t ctl_len_ = 0;
+  uint32_t pending_credits_ = 0;
+  bool flush_scheduled_ = false;
+};
+
+// Sending end of one link: connects, says hello, posts frames with writev, and turns credit
+// frames into acknowledgements. Reconnects with exponential backoff and jitter.
+class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
+ public:
+  TcpOutbound(TcpTransport& transport, ConnectParams params);
+  ~TcpOutbound();
+
+  void on_io(uint32_t events) override;
+  bool up() const override { return state_ == State::kUp; }
+  uint32_t credits() const override;
+  uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
+  bool post(const OutFrame& frame) override;
+  void close() override;
+  void start();
+
+ private:
+  enum class State { kBackoff, kConnecting, kHello, kUp, kClosed };
+  struct TxEntry {
+    std::array<std::byte, kFrameHeaderSize> header;
+    const std::byte* payload;
+    uint32_t length;
+    void* cookie;
+  };
+
+  // tcp_setup.cpp
+  void on_connected();
+  void handle_welcome(const FrameHeader& h, std::span<const std::byte> body);
+  void drop(std::string_view reason, bool retry);
+  void schedule_reconnect();
+  // tcp_datapath.cpp
+  bool read_control();
+  bool handle_credit(const FrameHeader& h);
+  void flush();
+  void schedule_flush();
+  void update_interest();
+
+  TcpTransport& transport_;
+  ConnectParams params_;
+  State state_ = State::kBackoff;
+  int fd_ = -1;
+  bool want_write_ = false;
+  bool flush_scheduled_ = false;
+  uint32_t backoff_ms_ = 0;
+  uint64_t connects_ = 0;
+  EventLoop::TimerId timer_ = 0;
+  uint32_t peer_slots_ = 0;
+  // Ring of posted frames: [acked_, written_) are on the wire awaiting credit,
+  // [written_, tail_) still to write (written_off_ bytes of the first already sent).
+  std::vector<TxEntry> tx_;
+  uint64_t acked_ = 0;
+  uint64_t written_ = 0;
+  uint64_t tail_ = 0;
+  size_t written_off_ = 0;
+  std::array<std::byte, 4096> rx_{};
+  size_t rx_len_ = 0;
+};
+
+class TcpTransport final : public Transport, public EventLoop::Handler {
+ public:
+  TcpTransport(EventLoop& loop, LinkEvents& events, Identity identity);
+  ~TcpTransport() override;
+
+  std::string_view name() const override { return "tcp"; }
+  void listen(const ListenParams& params) override;
+  void stop_listening() override;
+  std::unique_ptr<OutboundLink> connect(const ConnectParams& params) override;
+  std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
+  void on_io(uint32_t events) override;  // the listening socket
+
+  EventLoop& loop() { return loop_; }
+  LinkEvents& events() { return events_; }
+  const Identity& identity() const { return identity_; }
+  const ListenParams& listen_params() const { return listen_; }
+  // Frees a closed inbound link once the node holds none of its slots.
+  void reap(TcpInbound* link);
+
+ private:
+  EventLoop& loop_;
+  LinkEvents& events_;
+  Identity identity_;
+  ListenParams listen_;
+  int listen_fd_ = -1;
+  std::vector<std::unique_ptr<TcpInbound>> inbound_;
+};
+
+}  // namespace hoprelay::transport::tcp
