@@ -125,8 +125,11 @@ int main(int argc, char** argv) {
     gethostname(host, sizeof(host) - 1);
     std::string name = "send-" + std::to_string(getpid());
     transport::Identity id{transport::PeerRole::kProducer, name, topology->hash, opts.origin};
-    auto choice = transport::make_transport(head->transport, head->listen, loop, producer, id);
-    r = producer.run(*choice.transport, {head->name, head->listen});
+    transport::TransportOptions options{head->transport, head->listen, false, head->poll};
+    auto choice = transport::make_transport(options, loop, producer, id);
+    spdlog::info("{}", choice.reason);
+    bool write = head->ingress == config::Ingress::kWrite;
+    r = producer.run(*choice.transport, {head->name, head->listen, write, head->slots});
   } catch (const std::exception& e) {
     std::cerr << "hoprelay send: " << e.what() << "\n";
     return 1;

@@ -64,11 +64,17 @@ ProducerResult Producer::run(transport::Transport& transport,
       break;
     }
   }
+  // Links and registered memory go before the transport that owns their device.
+  link_.reset();
   r.messages = acked_;
   r.bytes = bytes_acked_;
   r.seconds = std::chrono::duration<double>(t_last_ - t0_).count();
   r.ok = error_.empty() && acked_ == total_;
   r.error = error_;
+  resend_.clear();
+  free_.clear();
+  buffers_.clear();
+  memory_.reset();
   return r;
 }
 

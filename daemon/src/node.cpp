@@ -27,7 +27,8 @@ Node::Node(const config::Topology& topology, const std::string& node_name,
            transport::EventLoop& loop, stages::Stage stage)
     : topology_(topology), spec_(*topology.find(node_name)), loop_(loop), stage_(std::move(stage)) {
   transport::Identity id{transport::PeerRole::kNode, spec_.name, topology_.hash, 0};
-  auto choice = transport::make_transport(spec_.transport, spec_.listen, loop_, *this, id);
+  transport::TransportOptions options{spec_.transport, spec_.listen, true, spec_.poll};
+  auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
   log().info("node {} of pipeline {}: transport {} ({})", spec_.name, topology_.name,
              transport_->name(), choice.reason);
@@ -57,10 +58,12 @@ Node::~Node() {
 }
 
 void Node::start() {
-  transport_->listen({spec_.listen, spec_.slots, spec_.slot_size});
+  uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_.upstream.size()));
+  transport_->listen({spec_.listen, spec_.slots, spec_.slot_size, links});
   for (auto& d : downstream_) {
     const config::NodeSpec* peer = topology_.find(d.name);
-    d.link = transport_->connect({d.name, peer->listen});
+    bool write = spec_.forward == config::Forward::kWrite;
+    d.link = transport_->connect({d.name, peer->listen, write, peer->slots});
   }
 }
 
@@ -169,7 +172,7 @@ void Node::route(transport::Slot& slot) {
 void Node::pump(Downstream& d) {
   while (!d.waiting.empty() && d.link) {
     transport::Slot* s = d.waiting.front();
-    transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length, nullptr, s};
+    transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length, s->memory, s};
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
   }

@@ -137,3 +137,58 @@ TEST(Wire, NodeNames) {
 
 }  // namespace
 }  // namespace hoprelay::transport
+
+namespace hoprelay::transport {
+namespace {
+
+TEST(WireVerbs, CmHelloFitsTheConnectPrivateData) {
+  static_assert(kCmHelloSize <= 56, "RC connect private data is 56 bytes");
+  static_assert(kCmWelcomeSize <= 196, "RC accept private data is 196 bytes");
+  HelloBody h;
+  h.role = PeerRole::kNode;
+  std::string name(kMaxNodeName, 'n');
+  std::strcpy(h.name, name.c_str());
+  h.origin = 5;
+  std::array<std::byte, kCmHelloSize> b;
+  encode_cm_hello(h, b.data());
+  HelloBody out;
+  ASSERT_TRUE(decode_cm_hello(b, out));
+  EXPECT_EQ(std::string(out.name), name);
+  EXPECT_EQ(out.origin, 5u);
+  auto bad = b;
+  bad[0] = std::byte{2};
+  EXPECT_FALSE(decode_cm_hello(bad, out)) << "version";
+  bad = b;
+  bad[2] = std::byte{49};
+  EXPECT_FALSE(decode_cm_hello(bad, out)) << "name length";
+  EXPECT_FALSE(decode_cm_hello(std::span(b).first(20), out)) << "truncated";
+}
+
+TEST(WireVerbs, CmWelcomeRoundTripsAndRefusesTooManySlots) {
+  CmWelcome w{64, 65536, 0x1234, 0x7f0000001000ull, 99};
+  std::array<std::byte, kCmWelcomeSize> b;
+  encode_cm_welcome(w, b.data());
+  CmWelcome out;
+  ASSERT_TRUE(decode_cm_welcome(b, out));
+  EXPECT_EQ(out.slots, 64u);
+  EXPECT_EQ(out.rkey, 0x1234u);
+  EXPECT_EQ(out.ring_addr, 0x7f0000001000ull);
+  EXPECT_EQ(out.topology_hash, 99u);
+  w.slots = 4097;  // more than the immediate can address
+  encode_cm_welcome(w, b.data());
+  EXPECT_FALSE(decode_cm_welcome(b, out));
+}
+
+TEST(WireVerbs, ImmediateCarriesSlotAndLengthCheck) {
+  for (uint32_t slot : {0u, 1u, 63u, 4095u}) {
+    for (uint32_t len : {0u, 1u, 65536u, (16u << 20)}) {
+      uint32_t imm = encode_imm(slot, len);
+      EXPECT_EQ(imm_slot(imm), slot);
+      EXPECT_TRUE(imm_matches_length(imm, len));
+      EXPECT_FALSE(imm_matches_length(imm, len + 1));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hoprelay::transport

@@ -2,12 +2,14 @@
 
 namespace hoprelay::transport {
 
-SlotRing::SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner)
+SlotRing::SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner,
+                   const MemoryRegion* memory)
     : slots_(slots), slot_size_(slot_size) {
   uint32_t stride = stride_for(slot_size);
   for (uint32_t i = 0; i < slots; ++i) {
     slots_[i].frame = base + size_t{i} * stride;
     slots_[i].link = owner;
+    slots_[i].memory = memory;
     slots_[i].index = i;
   }
 }

@@ -113,4 +113,49 @@ bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out) {
   return out.slots > 0 && out.slot_size > 0 && load_le<uint64_t>(in.data() + 16) == 0;
 }
 
+void encode_cm_hello(const HelloBody& h, std::byte* out) {
+  std::memset(out, 0, kCmHelloSize);
+  size_t n = strnlen(h.name, kMaxNodeName);
+  out[0] = std::byte{kWireVersion};
+  out[1] = std::byte{static_cast<uint8_t>(h.role)};
+  out[2] = std::byte{static_cast<uint8_t>(n)};
+  store_le<uint32_t>(out + 4, h.origin);
+  std::memcpy(out + 8, h.name, n);
+}
+
+bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out) {
+  if (in.size() < kCmHelloSize) return false;
+  if (uint8_t(in[0]) != kWireVersion || uint8_t(in[3]) != 0) return false;
+  uint8_t role = uint8_t(in[1]);
+  size_t n = uint8_t(in[2]);
+  if (role != uint8_t(PeerRole::kNode) && role != uint8_t(PeerRole::kProducer)) return false;
+  if (n > kMaxNodeName) return false;
+  out.role = PeerRole(role);
+  out.origin = load_le<uint32_t>(in.data() + 4);
+  out.topology_hash = 0;  // does not fit: the sender compares against the welcome's
+  std::memset(out.name, 0, sizeof(out.name));
+  std::memcpy(out.name, in.data() + 8, n);
+  return valid_node_name({out.name, n});
+}
+
+void encode_cm_welcome(const CmWelcome& w, std::byte* out) {
+  std::memset(out, 0, kCmWelcomeSize);
+  out[0] = std::byte{kWireVersion};
+  store_le<uint32_t>(out + 4, w.slots);
+  store_le<uint32_t>(out + 8, w.slot_size);
+  store_le<uint32_t>(out + 12, w.rkey);
+  store_le<uint64_t>(out + 16, w.ring_addr);
+  store_le<uint64_t>(out + 24, w.topology_hash);
+}
+
+bool decode_cm_welcome(std::span<const std::byte> in, CmWelcome& out) {
+  if (in.size() < kCmWelcomeSize || uint8_t(in[0]) != kWireVersion) return false;
+  out.slots = load_le<uint32_t>(in.data() + 4);
+  out.slot_size = load_le<uint32_t>(in.data() + 8);
+  out.rkey = load_le<uint32_t>(in.data() + 12);
+  out.ring_addr = load_le<uint64_t>(in.data() + 16);
+  out.topology_hash = load_le<uint64_t>(in.data() + 24);
+  return out.slots > 0 && out.slots <= (1u << kImmSlotBits) && out.slot_size > 0;
+}
+
 }  // namespace hoprelay::transport

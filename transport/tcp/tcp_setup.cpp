@@ -213,7 +213,7 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   }
   const ListenParams& lp = transport_.listen_params();
   memory_ = transport_.allocate(SlotRing::size_for(lp.slots, lp.slot_size));
-  ring_.emplace(memory_->data(), lp.slots, lp.slot_size, this);
+  ring_.emplace(memory_->data(), lp.slots, lp.slot_size, this, memory_.get());
   limits_.max_data_payload = lp.slot_size;
   state_ = State::kUp;
   WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash};

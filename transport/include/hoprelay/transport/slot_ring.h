@@ -17,10 +17,12 @@
 namespace hoprelay::transport {
 
 class InboundLink;
+class MemoryRegion;
 
 struct Slot {
   std::byte* frame = nullptr;  // kFrameHeaderSize header bytes, then the payload
   InboundLink* link = nullptr;
+  const MemoryRegion* memory = nullptr;  // the ring's region: forwarding posts from it
   uint32_t index = 0;
   uint32_t length = 0;  // payload bytes (the stage may change it)
   uint32_t origin = 0;
@@ -33,8 +35,10 @@ struct Slot {
 
 class SlotRing {
  public:
-  // `base` must hold size_for(slots, slot_size) bytes and outlive the ring.
-  SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner);
+  // `base` must hold size_for(slots, slot_size) bytes and outlive the ring; `memory` is the
+  // region it lies in (nullptr in tests).
+  SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner,
+           const MemoryRegion* memory = nullptr);
 
   // Bytes between slot starts: header + payload capacity, rounded to a cache line.
   static constexpr uint32_t stride_for(uint32_t slot_size) {

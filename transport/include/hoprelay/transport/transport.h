@@ -132,11 +132,29 @@ struct ListenParams {
   config::Endpoint address;
   uint32_t slots = 64;
   uint32_t slot_size = 64 * 1024;
+  // Inbound links the node expects (its upstream peers, or 1 for a head node's producer):
+  // sizes the registered memory checked against RLIMIT_MEMLOCK up front.
+  uint32_t expected_links = 1;
 };
 
 struct ConnectParams {
   std::string peer_name;
   config::Endpoint address;
+  // Verbs: RDMA WRITE with immediate into the peer's ring (true) or SEND (false).
+  bool write = false;
+  // The peer's slots as the topology declares them: sizes the queue pair before the peer's
+  // welcome confirms the real number.
+  uint32_t expected_slots = 64;
+};
+
+// How to build a transport (make_transport).
+struct TransportOptions {
+  config::TransportKind kind = config::TransportKind::kAuto;
+  // The address whose device decides `auto`: the node's own listen address (local = true),
+  // or for a producer the head node's address (local = false).
+  config::Endpoint address;
+  bool local = true;
+  config::Poll poll = config::Poll::kEvent;
 };
 
 class Transport {
@@ -157,9 +175,13 @@ struct TransportChoice {
   std::string reason;  // why this transport: logged at start
 };
 
-// Builds the transport `kind` asks for; for kAuto, verbs when an RDMA device serves
-// `local_address`, else TCP. Throws TransportError when an explicit choice cannot be met.
-TransportChoice make_transport(config::TransportKind kind, const config::Endpoint& local_address,
-                               EventLoop& loop, LinkEvents& events, Identity identity);
+// Builds the transport `options.kind` asks for; for kAuto, verbs when an RDMA device serves
+// `options.address`, else TCP. Throws TransportError when an explicit choice cannot be met.
+TransportChoice make_transport(const TransportOptions& options, EventLoop& loop, LinkEvents& events,
+                               Identity identity);
+
+// The RDMA device that serves `address` (bound locally, or routed to when !local), or an empty
+// string with the reason in `why`.
+std::string rdma_device_for(const config::Endpoint& address, bool local, std::string& why);
 
 }  // namespace hoprelay::transport

@@ -91,6 +91,43 @@ inline constexpr uint32_t kWelcomeSize = 24;
 void encode_welcome(const WelcomeBody& w, std::byte* out);
 bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out);
 
+// ---- Verbs (rdma_cm) connection private data ------------------------------------------
+// An RC connect request carries at most 56 bytes of private data, an accept 196: the hello
+// fits the first exactly, the welcome (with the ring's address and rkey) the second.
+
+// CM hello (56 bytes): version u8 | role u8 | name_len u8 | reserved u8 | origin u32 | name[48]
+inline constexpr size_t kCmHelloSize = 56;
+void encode_cm_hello(const HelloBody& h, std::byte* out);
+bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out);
+
+// CM welcome (40 bytes): version u8 | reserved u8[3] | slots u32 | slot_size u32 | rkey u32 |
+//                        ring_addr u64 | topology_hash u64 | reserved u64
+struct CmWelcome {
+  uint32_t slots = 0;
+  uint32_t slot_size = 0;
+  uint32_t rkey = 0;
+  uint64_t ring_addr = 0;
+  uint64_t topology_hash = 0;
+};
+inline constexpr size_t kCmWelcomeSize = 40;
+void encode_cm_welcome(const CmWelcome& w, std::byte* out);
+bool decode_cm_welcome(std::span<const std::byte> in, CmWelcome& out);
+
+// Immediate data of an RDMA WRITE with immediate: the slot index in the top 12 bits (slots are
+// at most 4096) and the low 20 bits of the payload length, which the receiver checks against
+// the header written into the slot, so a frame whose header and immediate disagree is refused.
+inline constexpr uint32_t kImmSlotBits = 12;
+inline constexpr uint32_t kImmLengthBits = 20;
+inline constexpr uint32_t encode_imm(uint32_t slot, uint32_t length) {
+  return (slot << kImmLengthBits) | (length & ((1u << kImmLengthBits) - 1));
+}
+inline constexpr uint32_t imm_slot(uint32_t imm) {
+  return imm >> kImmLengthBits;
+}
+inline constexpr bool imm_matches_length(uint32_t imm, uint32_t length) {
+  return (imm & ((1u << kImmLengthBits) - 1)) == (length & ((1u << kImmLengthBits) - 1));
+}
+
 // Valid node names: [A-Za-z0-9_.-]{1,48}. Shared with the topology validator's rule.
 bool valid_node_name(std::string_view name);
 

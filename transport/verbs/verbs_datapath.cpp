@@ -1,0 +1,290 @@
+// Verbs transport: the per-message path. Posting data frames (SEND or RDMA WRITE with
+// immediate, two SGEs straight from the slot), credit frames, receives, and the completion
+// handling that turns them into the node's events. No allocation, no locks, no logging per
+// message; errors are status codes that fail the link (its peer reconnects and replays).
+#include <arpa/inet.h>
+
+#include "verbs_transport.h"
+
+namespace hoprelay::transport::verbs {
+namespace {
+
+// Signal one send in kSignalEvery: the completion also retires the unsignaled sends before it,
+// which is all a send completion is needed for (acknowledgement comes as credit).
+constexpr uint32_t kSignalEvery = 16;
+constexpr int kPollBatch = 32;
+
+enum WrKind : uint64_t { kRecvData = 1, kRecvControl = 2, kSendData = 3, kSendControl = 4 };
+inline uint64_t make_wr_id(WrKind kind, uint64_t value) {
+  return (uint64_t{kind} << 56) | value;
+}
+inline WrKind wr_kind(uint64_t wr_id) {
+  return WrKind(wr_id >> 56);
+}
+inline uint64_t wr_value(uint64_t wr_id) {
+  return wr_id & ((uint64_t{1} << 56) - 1);
+}
+
+// The reason text for a failed work completion (logged once, when the link fails).
+std::string wc_error(const ibv_wc& wc) {
+  return std::string("work completion error: ") + ibv_wc_status_str(wc.status) + " (vendor " +
+         std::to_string(wc.vendor_err) + ")";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- inbound (receiver)
+
+bool VerbsInbound::post_receive(uint32_t slot) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(ring_->at(slot).frame), stride_, conn_.region_a->lkey()};
+  ibv_recv_wr wr{};
+  wr.wr_id = make_wr_id(kRecvData, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (ibv_post_recv(conn_.id->qp, &wr, &bad) != 0) return false;
+  ++receives_posted_;
+  return true;
+}
+
+bool VerbsInbound::poll_cq() {
+  if (!conn_.cq) return false;
+  ibv_wc wc[kPollBatch];
+  bool any = false;
+  for (;;) {
+    int n = ibv_poll_cq(conn_.cq.get(), kPollBatch, wc);
+    if (n <= 0) return any;
+    any = true;
+    for (int i = 0; i < n; ++i) {
+      if (state_ == State::kClosed) continue;  // flushed work after the link failed
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        fail(wc_error(wc[i]));
+        continue;
+      }
+      switch (wr_kind(wc[i].wr_id)) {
+        case kRecvData:
+          on_data(wc[i]);
+          break;
+        case kSendControl:
+          sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
+          if (pending_credits_) flush_credits();
+          break;
+        default:
+          fail("completion of an unknown kind");
+      }
+    }
+  }
+}
+
+// A data frame landed in the slot its receive was posted for: by SEND (byte_len tells the
+// length) or by RDMA WRITE with immediate (the immediate names the slot and checks the length).
+// Either way the header in the slot is the peer's and is validated before anything trusts it.
+void VerbsInbound::on_data(const ibv_wc& wc) {
+  uint32_t slot_index = static_cast<uint32_t>(wr_value(wc.wr_id));
+  uint32_t expected = ring_->expected_index();
+  if (slot_index != expected) return fail("receive completed out of ring order");
+  Slot& slot = ring_->at(slot_index);
+  FrameHeader h;
+  WireLimits limits{ring_->slot_size()};
+  WireError err = decode_header(slot.frame, limits, h);
+  if (err != WireError::kOk) return fail(reason_text(err));
+  if (h.type != FrameType::kData) return fail("non-data frame in a data slot");
+  if (h.slot != expected) {
+    return fail("data frame names slot " + std::to_string(h.slot) + ", expected " +
+                std::to_string(expected));
+  }
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+    uint32_t imm = ntohl(wc.imm_data);
+    if (imm_slot(imm) != expected || !imm_matches_length(imm, h.length)) {
+      return fail("immediate data disagrees with the frame header");
+    }
+  } else if (wc.opcode == IBV_WC_RECV) {
+    if (wc.byte_len != kFrameHeaderSize + h.length) {
+      return fail("received length disagrees with the frame header");
+    }
+  } else {
+    return fail("unexpected receive opcode");
+  }
+  Slot* s = ring_->acquire();
+  if (!s) return fail("sender overran its credits");
+  s->length = h.length;
+  s->origin = h.origin;
+  s->seq = h.seq;
+  s->flags = h.flags;
+  transport_.events().on_message(*this, *s);
+}
+
+void VerbsInbound::release(Slot& slot) {
+  uint32_t freed = ring_->release(slot);
+  if (state_ == State::kClosed) {
+    if (slots_in_use() == 0) transport_.reap(this);
+    return;
+  }
+  // Re-post the freed slots' receives (in ring order) before their credit leaves: by the
+  // time the sender can use the credit, the receive is there.
+  for (uint32_t i = 0; i < freed; ++i) {
+    if (!post_receive(static_cast<uint32_t>(receives_posted_ % ring_->slots()))) {
+      return fail("ibv_post_recv failed");
+    }
+  }
+  pending_credits_ += freed;
+  if (freed && !flush_scheduled_) {
+    flush_scheduled_ = true;
+    transport_.loop().defer([this] {
+      flush_scheduled_ = false;
+      if (state_ == State::kUp) flush_credits();
+    });
+  }
+}
+
+// One CREDIT frame for everything released since the last one.
+void VerbsInbound::flush_credits() {
+  if (pending_credits_ == 0 || state_ != State::kUp) return;
+  if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
+  std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
+  FrameHeader c{FrameType::kCredit};
+  c.credits = pending_credits_;
+  encode_header(c, buf);
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf), kFrameHeaderSize, conn_.region_b->lkey()};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = conn_.max_inline >= kFrameHeaderSize ? IBV_SEND_INLINE : 0;
+  ++unsignaled_;
+  // Signal periodically, and whenever the queue is about to run out of room.
+  if (unsignaled_ >= kSignalEvery || sq_outstanding_ + 1 >= sq_depth_) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    wr.wr_id = make_wr_id(kSendControl, unsignaled_);
+    unsignaled_ = 0;
+  }
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(conn_.id->qp, &wr, &bad) != 0) return fail("ibv_post_send (credit) failed");
+  ++sq_outstanding_;
+  ++ctl_sent_;
+  pending_credits_ = 0;
+}
+
+// ---------------------------------------------------------------- outbound (sender)
+
+uint32_t VerbsOutbound::credits() const {
+  if (state_ != State::kUp) return 0;
+  uint32_t by_credit = cap_ - static_cast<uint32_t>(tail_ - acked_);
+  uint32_t by_queue = sq_depth_ - sq_outstanding_;
+  return std::min(by_credit, by_queue);
+}
+
+bool VerbsOutbound::post_control_receive(uint32_t index) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(conn_->region_b->data() + index * kFrameHeaderSize),
+              kFrameHeaderSize, conn_->region_b->lkey()};
+  ibv_recv_wr wr{};
+  wr.wr_id = make_wr_id(kRecvControl, index);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(conn_->id->qp, &wr, &bad) == 0;
+}
+
+bool VerbsOutbound::post(const OutFrame& f) {
+  if (state_ != State::kUp || tail_ - acked_ >= cap_ || sq_outstanding_ >= sq_depth_) {
+    return false;
+  }
+  uint32_t slot = static_cast<uint32_t>(tail_ % peer_.slots);
+  uint32_t idx = static_cast<uint32_t>(tail_ % cap_);
+  std::byte* hdr = conn_->region_a->data() + size_t{idx} * kFrameHeaderSize;
+  FrameHeader h{FrameType::kData};
+  h.flags = f.flags;
+  h.length = f.length;
+  h.origin = f.origin;
+  h.seq = f.seq;
+  h.slot = slot;
+  encode_header(h, hdr);
+  // Zero copy: the header from our registered header array, the payload straight from the
+  // slot (or producer buffer) it sits in.
+  ibv_sge sge[2] = {
+      {reinterpret_cast<uint64_t>(hdr), kFrameHeaderSize, conn_->region_a->lkey()},
+      {reinterpret_cast<uint64_t>(f.payload), f.length, f.memory ? f.memory->lkey() : 0}};
+  ibv_send_wr wr{};
+  wr.sg_list = sge;
+  wr.num_sge = f.length ? 2 : 1;
+  if (params_.write) {
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(encode_imm(slot, f.length));
+    wr.wr.rdma.remote_addr = peer_.ring_addr + uint64_t{slot} * peer_stride_;
+    wr.wr.rdma.rkey = peer_.rkey;
+  } else {
+    wr.opcode = IBV_WR_SEND;
+  }
+  if (kFrameHeaderSize + f.length <= conn_->max_inline) wr.send_flags |= IBV_SEND_INLINE;
+  ++unsignaled_;
+  if (unsignaled_ >= kSignalEvery || sq_outstanding_ + 1 >= sq_depth_ ||
+      tail_ + 1 - acked_ >= cap_) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    wr.wr_id = make_wr_id(kSendData, unsignaled_);
+    unsignaled_ = 0;
+  }
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(conn_->id->qp, &wr, &bad); rc != 0) {
+    // Fail the link outside the node's pump loop; the frame was never queued.
+    std::string reason = std::string("ibv_post_send: ") + std::strerror(rc);
+    transport_.loop().defer([this, reason] {
+      if (state_ == State::kUp) drop(reason, true);
+    });
+    return false;
+  }
+  cookies_[idx] = f.cookie;
+  ++sq_outstanding_;
+  ++tail_;
+  return true;
+}
+
+bool VerbsOutbound::poll_cq() {
+  if (!conn_ || !conn_->cq) return false;
+  ibv_wc wc[kPollBatch];
+  bool any = false;
+  for (;;) {
+    if (!conn_) return any;  // dropped while handling a completion
+    int n = ibv_poll_cq(conn_->cq.get(), kPollBatch, wc);
+    if (n <= 0) return any;
+    any = true;
+    for (int i = 0; i < n; ++i) {
+      if (state_ != State::kUp) continue;  // flushed work of a failed connection
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        drop(wc_error(wc[i]), true);
+        continue;
+      }
+      switch (wr_kind(wc[i].wr_id)) {
+        case kSendData:
+          sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
+          break;
+        case kRecvControl:
+          on_credit_frame(wc[i]);
+          break;
+        default:
+          drop("completion of an unknown kind", true);
+      }
+    }
+    if (state_ == State::kUp) transport_.events().on_credit(*this);
+  }
+}
+
+void VerbsOutbound::on_credit_frame(const ibv_wc& wc) {
+  uint32_t index = static_cast<uint32_t>(wr_value(wc.wr_id));
+  FrameHeader h;
+  WireError err =
+      decode_header(conn_->region_b->data() + index * kFrameHeaderSize, WireLimits{}, h);
+  if (err != WireError::kOk) return drop(reason_text(err), true);
+  if (wc.byte_len != kFrameHeaderSize || h.type != FrameType::kCredit) {
+    return drop("unexpected control frame", true);
+  }
+  if (h.credits == 0 || h.credits > tail_ - acked_)
+    return drop("credit for frames never sent", true);
+  if (!post_control_receive(index)) return drop("ibv_post_recv failed", true);
+  for (uint32_t i = 0; i < h.credits; ++i) {
+    void* cookie = cookies_[acked_ % cap_];
+    ++acked_;
+    transport_.events().on_acked(*this, cookie);
+  }
+}
+
+}  // namespace hoprelay::transport::verbs

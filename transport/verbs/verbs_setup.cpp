@@ -1,0 +1,681 @@
+// Verbs transport: everything that is not the per-message path. Device and memory setup,
+// the rdma_cm event loop (listen, accept/reject, resolve, connect, disconnect, reconnect),
+// and teardown in reverse order of creation.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "hoprelay/transport/log.h"
+#include "verbs_transport.h"
+
+namespace hoprelay::transport::verbs {
+namespace {
+
+constexpr int kResolveTimeoutMs = 2000;
+constexpr uint32_t kBackoffMinMs = 50;
+constexpr uint32_t kBackoffMaxMs = 3000;
+// Credits guarantee a posted receive for every message, so an RNR NAK means a bug or a dead
+// peer: retry a few times, then fail the link (7 would mean "retry forever", a silent hang).
+constexpr uint8_t kRnrRetry = 3;
+// RNR NAK timer advertised by our receive side: 0.64 ms (encoding 12 of the IB spec table)
+// instead of the 655 ms that encoding 0 means.
+constexpr uint8_t kMinRnrTimer = 12;
+constexpr uint8_t kRetryCount = 7;
+constexpr uint32_t kControlSpare = 4;
+
+spdlog::logger& log() {
+  static auto logger = module_logger("verbs");
+  return *logger;
+}
+
+void set_nonblocking(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+bool to_sockaddr(const config::Endpoint& ep, sockaddr_storage& out) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(ep.port);
+  if (getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  return true;
+}
+
+const char* event_name(rdma_cm_event_type t) {
+  return rdma_event_str(t);
+}
+
+// Sets the responder's RNR timer once the QP is in RTS (rdma_cm leaves it at its default).
+void tune_rnr_timer(ibv_qp* qp) {
+  ibv_qp_attr attr{};
+  attr.min_rnr_timer = kMinRnrTimer;
+  if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_MIN_RNR_TIMER)) {
+    log().debug("cannot set min_rnr_timer: {}", std::strerror(rc));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- memory
+
+VerbsRegion::VerbsRegion(ibv_pd* pd, size_t bytes, int access)
+    : MemoryRegion(
+          static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095})),
+          bytes) {
+  if (!data_) throw TransportError("out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(data_, 0, bytes);
+  mr_.reset(ibv_reg_mr(pd, data_, bytes, access));
+  if (!mr_) {
+    int err = errno;
+    std::free(data_);
+    std::string advice = memlock_shortfall(bytes);
+    throw TransportError("cannot register " + std::to_string(bytes) +
+                         " bytes with the RDMA "
+                         "device: " +
+                         std::strerror(err) + (advice.empty() ? "" : "; " + advice));
+  }
+}
+
+VerbsRegion::~VerbsRegion() {
+  mr_.reset();
+  std::free(data_);
+}
+
+std::string memlock_shortfall(size_t needed) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return "";
+  // Root (CAP_IPC_LOCK) may lock beyond the limit.
+  if (geteuid() == 0) return "";
+  if (needed <= rl.rlim_cur) return "";
+  return "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur / 1024) +
+         " KiB but the configured "
+         "slots need " +
+         std::to_string((needed + 1023) / 1024) +
+         " KiB of registered memory: "
+         "raise it (LimitMEMLOCK=infinity in the systemd unit, `ulimit -l unlimited` in a "
+         "shell, or a memlock line in /etc/security/limits.conf), or lower slots/slot_size";
+}
+
+Connection::~Connection() {
+  if (cq && unacked_cq_events) ibv_ack_cq_events(cq.get(), unacked_cq_events);
+}
+
+}  // namespace hoprelay::transport::verbs
+
+namespace hoprelay::transport {
+
+using verbs::CmChannel;
+using verbs::CmId;
+using verbs::kResolveTimeoutMs;
+using verbs::to_sockaddr;
+
+// ---------------------------------------------------------------- device discovery
+
+std::string rdma_device_for(const config::Endpoint& address, bool local, std::string& why) {
+  CmChannel channel(rdma_create_event_channel());
+  if (!channel) {
+    why = "no RDMA support on this host (cannot open /dev/infiniband/rdma_cm: " +
+          std::string(std::strerror(errno)) + "; is rdma_ucm loaded?)";
+    return "";
+  }
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) {
+    why = std::string("rdma_create_id: ") + std::strerror(errno);
+    return "";
+  }
+  CmId id(raw);
+  sockaddr_storage sa{};
+  if (!to_sockaddr(address, sa)) {
+    why = "cannot resolve " + address.host;
+    return "";
+  }
+  if (local) {
+    reinterpret_cast<sockaddr_in*>(&sa)->sin_port = 0;  // probe only: do not hold the port
+    if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&sa)) != 0) {
+      why = "no RDMA device serves " + address.host + " (" + std::strerror(errno) + ")";
+      return "";
+    }
+  } else {
+    if (rdma_resolve_addr(id.get(), nullptr, reinterpret_cast<sockaddr*>(&sa), kResolveTimeoutMs) !=
+        0) {
+      why = "no RDMA route to " + address.host + " (" + std::strerror(errno) + ")";
+      return "";
+    }
+    pollfd pfd{channel->fd, POLLIN, 0};
+    if (poll(&pfd, 1, kResolveTimeoutMs + 500) != 1) {
+      why = "no RDMA route to " + address.host + " (address resolution timed out)";
+      return "";
+    }
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(channel.get(), &ev) != 0) {
+      why = "rdma_get_cm_event failed";
+      return "";
+    }
+    bool ok = ev->event == RDMA_CM_EVENT_ADDR_RESOLVED;
+    rdma_ack_cm_event(ev);
+    if (!ok) {
+      why = "no RDMA route to " + address.host;
+      return "";
+    }
+  }
+  if (!id->verbs) {
+    why = "no RDMA device serves " + address.host;
+    return "";
+  }
+  return ibv_get_device_name(id->verbs->device);
+}
+
+}  // namespace hoprelay::transport
+
+namespace hoprelay::transport::verbs {
+
+// ---------------------------------------------------------------- transport
+
+VerbsTransport::VerbsTransport(EventLoop& loop, LinkEvents& events, Identity identity,
+                               config::Poll poll)
+    : loop_(loop), events_(events), identity_(std::move(identity)), poll_(poll) {
+  cm_channel_.reset(check_ptr(rdma_create_event_channel(), "rdma_create_event_channel"));
+  set_nonblocking(cm_channel_->fd);
+  cm_events_.t = this;
+  cq_events_.t = this;
+  loop_.add(cm_channel_->fd, EPOLLIN, &cm_events_);
+  if (busy_poll()) loop_.set_poller([this] { return poll_all(); });
+}
+
+VerbsTransport::~VerbsTransport() {
+  if (busy_poll()) loop_.set_poller(nullptr);
+  inbound_.clear();
+  stop_listening();
+  if (comp_channel_) loop_.remove(comp_channel_->fd);
+  loop_.remove(cm_channel_->fd);
+}
+
+ibv_pd* VerbsTransport::pd_for(ibv_context* device) {
+  if (pd_) {
+    if (pd_->context != device) {
+      throw TransportError(std::string("links on two RDMA devices (") +
+                           ibv_get_device_name(pd_->context->device) + ", " +
+                           ibv_get_device_name(device->device) +
+                           "): one node forwards between its links zero-copy and needs them on "
+                           "one device");
+    }
+    return pd_.get();
+  }
+  pd_.reset(check_ptr(ibv_alloc_pd(device), "ibv_alloc_pd"));
+  comp_channel_.reset(check_ptr(ibv_create_comp_channel(device), "ibv_create_comp_channel"));
+  set_nonblocking(comp_channel_->fd);
+  loop_.add(comp_channel_->fd, EPOLLIN, &cq_events_);
+  log().info("using RDMA device {} ({} completions)", ibv_get_device_name(device->device),
+             busy_poll() ? "busy polling" : "completion channel");
+  return pd_.get();
+}
+
+Cq VerbsTransport::create_cq(ibv_context* device, uint32_t entries, CqHandler* handler) {
+  pd_for(device);
+  Cq cq(check_ptr(ibv_create_cq(device, static_cast<int>(entries), handler, comp_channel_.get(), 0),
+                  "ibv_create_cq"));
+  if (!busy_poll()) check_rc(ibv_req_notify_cq(cq.get(), 0), "ibv_req_notify_cq");
+  cq_handlers_.push_back(handler);
+  return cq;
+}
+
+void VerbsTransport::forget(CqHandler* handler) {
+  std::erase(cq_handlers_, handler);
+}
+
+void VerbsTransport::create_qp(Connection& conn, uint32_t send_depth, uint32_t recv_depth) {
+  ibv_qp_init_attr attr{};
+  attr.send_cq = conn.cq.get();
+  attr.recv_cq = conn.cq.get();
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = send_depth;
+  attr.cap.max_recv_wr = recv_depth;
+  attr.cap.max_send_sge = 2;
+  attr.cap.max_recv_sge = 1;
+  attr.cap.max_inline_data = 64;  // credit frames and tiny messages go inline where allowed
+  attr.sq_sig_all = 0;            // selective signaling
+  ibv_pd* pd = pd_for(conn.id->verbs);
+  if (rdma_create_qp(conn.id.get(), pd, &attr) != 0) {
+    attr.cap.max_inline_data = 0;  // a device without inline support
+    check_rc(rdma_create_qp(conn.id.get(), pd, &attr), "rdma_create_qp");
+  }
+  conn.qp.reset(conn.id.get());
+  conn.max_inline = attr.cap.max_inline_data;
+}
+
+void VerbsTransport::listen(const ListenParams& params) {
+  listen_ = params;
+  std::string where = params.address.to_string();
+  sockaddr_storage sa{};
+  if (!to_sockaddr(params.address, sa)) {
+    throw TransportError("cannot resolve listen address " + where);
+  }
+  size_t needed =
+      size_t{params.expected_links} * SlotRing::size_for(params.slots, params.slot_size);
+  if (std::string advice = memlock_shortfall(needed); !advice.empty()) {
+    throw TransportError(advice);
+  }
+  rdma_cm_id* raw = nullptr;
+  check_rc(rdma_create_id(cm_channel_.get(), &raw, nullptr, RDMA_PS_TCP), "rdma_create_id");
+  listen_id_.reset(raw);
+  listen_id_->context = nullptr;  // connect requests are the transport's own
+  if (rdma_bind_addr(listen_id_.get(), reinterpret_cast<sockaddr*>(&sa)) != 0) {
+    int err = errno;
+    listen_id_.reset();
+    if (err == EADDRINUSE) {
+      throw TransportError("listen address " + where +
+                           " is already in use: another process (or another hoprelayd for this "
+                           "node) holds the port; stop it or change `listen` in the topology");
+    }
+    throw TransportError("no RDMA device serves " + where + " (" + std::strerror(err) +
+                         "): check `ip addr` and `rdma link`, or set transport = \"tcp\"");
+  }
+  if (!listen_id_->verbs) {
+    listen_id_.reset();
+    throw TransportError("no RDMA device serves " + where +
+                         ": bind `listen` to the address of the RDMA netdev (see `rdma link`), or "
+                         "set transport = \"tcp\"");
+  }
+  pd_for(listen_id_->verbs);
+  check_rc(rdma_listen(listen_id_.get(), 64), "rdma_listen on " + where);
+  log().info("listening on {} over {} ({} slots of {} bytes per inbound link)", where,
+             ibv_get_device_name(listen_id_->verbs->device), params.slots, params.slot_size);
+}
+
+void VerbsTransport::stop_listening() {
+  listen_id_.reset();
+}
+
+std::unique_ptr<OutboundLink> VerbsTransport::connect(const ConnectParams& params) {
+  auto link = std::make_unique<VerbsOutbound>(*this, params);
+  link->start();
+  return link;
+}
+
+std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
+  if (!pd_) throw TransportError("no RDMA device opened yet: connect first");
+  return std::make_unique<VerbsRegion>(pd_.get(), bytes, IBV_ACCESS_LOCAL_WRITE);
+}
+
+void VerbsTransport::reap(VerbsInbound* link) {
+  loop_.defer([this, link] {
+    forget(link);
+    std::erase_if(inbound_, [link](const auto& p) { return p.get() == link; });
+  });
+}
+
+// The canonical rdma_cm event loop: copy what the handler needs, ack at once (so that a
+// handler may destroy the id), then dispatch by the id's context.
+void VerbsTransport::on_cm_events() {
+  for (;;) {
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(cm_channel_.get(), &ev) != 0) return;  // EAGAIN: drained
+    rdma_cm_event_type type = ev->event;
+    int status = ev->status;
+    rdma_cm_id* id = ev->id;
+    std::array<std::byte, 256> pdata{};
+    size_t plen = std::min<size_t>(ev->param.conn.private_data_len, pdata.size());
+    if (ev->param.conn.private_data && plen) {
+      std::memcpy(pdata.data(), ev->param.conn.private_data, plen);
+    }
+    rdma_ack_cm_event(ev);
+    std::span<const std::byte> private_data(pdata.data(), plen);
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      on_connect_request(id, private_data);
+    } else if (id->context) {
+      static_cast<CmHandler*>(id->context)->on_cm_event(type, status, private_data);
+    } else if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+      log().error("the RDMA device under the listener was removed; not accepting any more");
+      listen_id_.reset();
+    } else {
+      log().debug("cm event {} on an id without a link", event_name(type));
+    }
+  }
+}
+
+void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byte> private_data) {
+  HelloBody hello;
+  std::string reason;
+  PeerInfo peer;
+  char addr[INET6_ADDRSTRLEN] = "?";
+  sockaddr* src = rdma_get_peer_addr(id);
+  if (src && src->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(src)->sin_addr, addr, sizeof(addr));
+  }
+  peer.address = addr;
+  bool ok = decode_cm_hello(private_data, hello);
+  if (!ok) {
+    reason = "malformed hello";
+  } else {
+    peer.role = hello.role;
+    peer.name = hello.name;
+    peer.origin = hello.origin;
+    ok = events_.admit(peer, reason);
+  }
+  if (!ok) {
+    log().warn("rejected {} from {}: {}", peer.name.empty() ? "a connection" : peer.name,
+               peer.address, reason);
+    std::string text = reason.substr(0, 140);
+    rdma_reject(id, text.c_str(), static_cast<uint8_t>(text.size() + 1));
+    rdma_destroy_id(id);
+    return;
+  }
+  auto link = std::make_unique<VerbsInbound>(*this, id, hello);
+  VerbsInbound* raw = link.get();
+  inbound_.push_back(std::move(link));
+  try {
+    raw->accept();
+  } catch (const TransportError& e) {
+    log().error("cannot accept {} from {}: {}", peer.name, peer.address, e.what());
+    raw->fail(e.what());
+  }
+}
+
+bool VerbsTransport::poll_all() {
+  bool any = false;
+  // Index loop: a handler may fail its link (deferred removal), never erase synchronously.
+  for (size_t i = 0; i < cq_handlers_.size(); ++i) any |= cq_handlers_[i]->poll_cq();
+  return any;
+}
+
+// The canonical completion-channel loop: take the event, ack it (batched), re-arm, then poll
+// the CQ empty, so no completion that arrives between the poll and the re-arm is lost.
+void VerbsTransport::on_cq_events() {
+  for (;;) {
+    ibv_cq* cq = nullptr;
+    void* ctx = nullptr;
+    if (ibv_get_cq_event(comp_channel_.get(), &cq, &ctx) != 0) return;
+    auto* handler = static_cast<CqHandler*>(ctx);
+    ibv_req_notify_cq(cq, 0);
+    ibv_ack_cq_events(cq, 1);
+    handler->poll_cq();
+  }
+}
+
+// ---------------------------------------------------------------- inbound setup
+
+VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello)
+    : transport_(transport) {
+  conn_.id.reset(id);
+  id->context = static_cast<CmHandler*>(this);
+  peer_.role = hello.role;
+  peer_.name = hello.name;
+  peer_.origin = hello.origin;
+  peer_.topology_hash = hello.topology_hash;
+  char addr[INET6_ADDRSTRLEN] = "?";
+  sockaddr* src = rdma_get_peer_addr(id);
+  if (src && src->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(src)->sin_addr, addr, sizeof(addr));
+  }
+  peer_.address = addr;
+}
+
+VerbsInbound::~VerbsInbound() {
+  transport_.forget(this);
+}
+
+void VerbsInbound::accept() {
+  const ListenParams& lp = transport_.listen_params();
+  ibv_pd* pd = transport_.pd_for(conn_.id->verbs);
+  stride_ = SlotRing::stride_for(lp.slot_size);
+  // The ring is the only memory this peer may write into.
+  conn_.region_a = std::make_unique<VerbsRegion>(pd, SlotRing::size_for(lp.slots, lp.slot_size),
+                                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  sq_depth_ = lp.slots + kControlSpare;
+  conn_.region_b = std::make_unique<VerbsRegion>(pd, size_t{sq_depth_} * kFrameHeaderSize,
+                                                 IBV_ACCESS_LOCAL_WRITE);
+  conn_.cq = transport_.create_cq(conn_.id->verbs, sq_depth_ + lp.slots + 1, this);
+  transport_.create_qp(conn_, sq_depth_, lp.slots);
+  ring_.emplace(conn_.region_a->data(), lp.slots, lp.slot_size, this, conn_.region_a.get());
+  for (uint32_t i = 0; i < lp.slots; ++i) {
+    if (!post_receive(i)) throw TransportError("ibv_post_recv failed while accepting");
+  }
+  CmWelcome w{lp.slots, lp.slot_size, conn_.region_a->rkey(),
+              reinterpret_cast<uint64_t>(conn_.region_a->data()),
+              transport_.identity().topology_hash};
+  std::array<std::byte, kCmWelcomeSize> pdata;
+  encode_cm_welcome(w, pdata.data());
+  rdma_conn_param param{};
+  param.private_data = pdata.data();
+  param.private_data_len = kCmWelcomeSize;
+  param.responder_resources = 0;  // no RDMA READ in this protocol
+  param.initiator_depth = 0;
+  param.rnr_retry_count = kRnrRetry;
+  check_rc(rdma_accept(conn_.id.get(), &param), "rdma_accept");
+}
+
+void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<const std::byte>) {
+  switch (type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      if (state_ != State::kAccepting) return;
+      tune_rnr_timer(conn_.id->qp);
+      state_ = State::kUp;
+      log().info(
+          "inbound link up: {} from {} ({} slots, ingress by WRITE with immediate or "
+          "SEND)",
+          peer_.name, peer_.address, ring_->slots());
+      transport_.events().on_inbound_up(*this);
+      return;
+    case RDMA_CM_EVENT_DISCONNECTED:
+      return fail("peer disconnected");
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return fail("RDMA device removed");
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+      return fail(std::string(event_name(type)) + " (status " + std::to_string(status) + ")");
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return;
+    default:
+      log().debug("inbound {}: ignoring {}", peer_.name, event_name(type));
+  }
+}
+
+void VerbsInbound::fail(std::string_view reason) {
+  if (state_ == State::kClosed) return;
+  bool was_up = state_ == State::kUp;
+  state_ = State::kClosed;
+  rdma_disconnect(conn_.id.get());
+  // The QP goes now: no more DMA into the ring. The ring itself stays until the node has
+  // released every slot it still holds.
+  conn_.qp.reset();
+  if (was_up) {
+    log().warn("inbound link from {} ({}) closed: {}", peer_.name, peer_.address, reason);
+    transport_.events().on_inbound_down(*this, reason);
+  }
+  if (slots_in_use() == 0) transport_.reap(this);
+}
+
+void VerbsInbound::pause() {
+  // Over verbs the sender writes into our memory by itself; "not taking new data" means not
+  // returning credits, which the node achieves by not releasing. Nothing to stop here.
+  paused_ = true;
+}
+
+// ---------------------------------------------------------------- outbound setup
+
+VerbsOutbound::VerbsOutbound(VerbsTransport& transport, ConnectParams params)
+    : transport_(transport), params_(std::move(params)) {
+  peer_name_ = params_.peer_name;
+}
+
+VerbsOutbound::~VerbsOutbound() {
+  if (timer_) transport_.loop().cancel(timer_);
+  if (conn_) transport_.forget(this);
+  conn_.reset();
+}
+
+void VerbsOutbound::start() {
+  timer_ = 0;
+  if (state_ == State::kClosed) return;
+  conn_ = std::make_unique<Connection>();
+  rdma_cm_id* raw = nullptr;
+  sockaddr_storage sa{};
+  if (rdma_create_id(transport_.cm_channel(), &raw, static_cast<CmHandler*>(this), RDMA_PS_TCP) !=
+          0 ||
+      !to_sockaddr(params_.address, sa)) {
+    return drop("cannot create an rdma_cm id or resolve " + params_.address.host, true);
+  }
+  conn_->id.reset(raw);
+  state_ = State::kResolving;
+  if (rdma_resolve_addr(raw, nullptr, reinterpret_cast<sockaddr*>(&sa), kResolveTimeoutMs) != 0) {
+    return drop(std::string("rdma_resolve_addr: ") + std::strerror(errno), true);
+  }
+}
+
+void VerbsOutbound::on_route_resolved() {
+  try {
+    cap_ = std::min<uint32_t>(params_.expected_slots, 1u << kImmSlotBits);
+    sq_depth_ = cap_ + kControlSpare;
+    ctl_depth_ = cap_ + kControlSpare;
+    ibv_pd* pd = transport_.pd_for(conn_->id->verbs);
+    conn_->region_a =
+        std::make_unique<VerbsRegion>(pd, size_t{cap_} * kFrameHeaderSize, IBV_ACCESS_LOCAL_WRITE);
+    conn_->region_b = std::make_unique<VerbsRegion>(pd, size_t{ctl_depth_} * kFrameHeaderSize,
+                                                    IBV_ACCESS_LOCAL_WRITE);
+    conn_->cq = transport_.create_cq(conn_->id->verbs, sq_depth_ + ctl_depth_ + 1, this);
+    transport_.create_qp(*conn_, sq_depth_, ctl_depth_);
+    for (uint32_t i = 0; i < ctl_depth_; ++i) {
+      if (!post_control_receive(i)) throw TransportError("ibv_post_recv failed");
+    }
+  } catch (const TransportError& e) {
+    return drop(e.what(), true);
+  }
+  HelloBody hello;
+  const Identity& id = transport_.identity();
+  hello.role = id.role;
+  std::strncpy(hello.name, id.name.c_str(), kMaxNodeName);
+  hello.origin = id.origin;
+  std::array<std::byte, kCmHelloSize> pdata;
+  encode_cm_hello(hello, pdata.data());
+  rdma_conn_param param{};
+  param.private_data = pdata.data();
+  param.private_data_len = kCmHelloSize;
+  param.responder_resources = 0;
+  param.initiator_depth = 0;
+  param.retry_count = kRetryCount;
+  param.rnr_retry_count = kRnrRetry;
+  state_ = State::kConnecting;
+  if (rdma_connect(conn_->id.get(), &param) != 0) {
+    return drop(std::string("rdma_connect: ") + std::strerror(errno), true);
+  }
+}
+
+void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
+  if (!decode_cm_welcome(private_data, peer_)) return drop("malformed welcome", true);
+  if (peer_.topology_hash != transport_.identity().topology_hash) {
+    log().warn("{} runs a different topology file (hash {:016x}, ours {:016x})", peer_name_,
+               peer_.topology_hash, transport_.identity().topology_hash);
+  }
+  peer_stride_ = SlotRing::stride_for(peer_.slot_size);
+  if (peer_.slots > cap_) {
+    log().warn("{} grants {} slots but the topology says {}: using {}", peer_name_, peer_.slots,
+               cap_, cap_);
+  }
+  cap_ = std::min(cap_, peer_.slots);
+  cookies_.assign(cap_, nullptr);
+  acked_ = tail_ = 0;
+  sq_outstanding_ = 0;
+  unsignaled_ = 0;
+  backoff_ms_ = 0;
+  tune_rnr_timer(conn_->id->qp);
+  state_ = State::kUp;
+  log().info("outbound link up: {} at {} ({} credits, forwarding by {})", peer_name_,
+             params_.address.to_string(), cap_,
+             params_.write ? "RDMA WRITE with immediate" : "SEND");
+  transport_.events().on_outbound_up(*this);
+  transport_.events().on_credit(*this);
+}
+
+void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
+                                std::span<const std::byte> private_data) {
+  switch (type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (rdma_resolve_route(conn_->id.get(), kResolveTimeoutMs) != 0) {
+        drop(std::string("rdma_resolve_route: ") + std::strerror(errno), true);
+      }
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      return on_route_resolved();
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return on_established(private_data);
+    case RDMA_CM_EVENT_REJECTED: {
+      // A consumer reject carries our peer's reason; others (no listener yet) are the normal
+      // start-up order and only logged at debug level.
+      std::string reason(
+          reinterpret_cast<const char*>(private_data.data()),
+          strnlen(reinterpret_cast<const char*>(private_data.data()), private_data.size()));
+      if (!reason.empty()) {
+        log().warn("{} refused this node: {}", peer_name_, reason);
+        backoff_ms_ = kBackoffMaxMs;
+      }
+      return drop("rejected (status " + std::to_string(status) + ")" +
+                      (reason.empty() ? "" : ": " + reason),
+                  true);
+    }
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+      return drop(std::string(event_name(type)) + " (status " + std::to_string(status) + ")", true);
+    case RDMA_CM_EVENT_DISCONNECTED:
+      return drop("peer disconnected", true);
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return drop("RDMA device removed", true);
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return;
+    default:
+      log().debug("outbound {}: ignoring {}", peer_name_, event_name(type));
+  }
+}
+
+void VerbsOutbound::drop(std::string_view reason, bool retry) {
+  bool was_up = state_ == State::kUp;
+  if (timer_) transport_.loop().cancel(timer_);
+  timer_ = 0;
+  state_ = retry ? State::kBackoff : State::kClosed;
+  if (conn_) {
+    transport_.forget(this);
+    if (was_up) rdma_disconnect(conn_->id.get());
+    // Deferred: we may be inside this connection's own CQ poll or cm event.
+    Connection* dying = conn_.release();
+    transport_.loop().defer([dying] { delete dying; });
+  }
+  // Everything not acknowledged goes back to the node, newest first.
+  uint64_t first = acked_, last = tail_;
+  acked_ = tail_ = 0;
+  for (uint64_t i = last; i-- > first;) {
+    transport_.events().on_returned(*this, cookies_[i % cookies_.size()]);
+  }
+  if (was_up) {
+    log().warn("outbound link to {} down: {} ({} unacknowledged frames kept for replay)",
+               peer_name_, reason, last - first);
+    transport_.events().on_outbound_down(*this, reason);
+  } else {
+    log().debug("connect to {} failed: {}", peer_name_, reason);
+  }
+  if (retry) schedule_reconnect();
+}
+
+void VerbsOutbound::schedule_reconnect() {
+  state_ = State::kBackoff;
+  backoff_ms_ = backoff_ms_ == 0 ? kBackoffMinMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
+  static thread_local std::minstd_rand rng{std::random_device{}()};
+  uint32_t delay = backoff_ms_ / 2 + rng() % (backoff_ms_ / 2 + 1);
+  timer_ = transport_.loop().after(std::chrono::milliseconds(delay), [this] { start(); });
+}
+
+void VerbsOutbound::close() {
+  if (state_ == State::kClosed) return;
+  drop("closed", false);
+}
+
+}  // namespace hoprelay::transport::verbs

@@ -1,0 +1,207 @@
+// The verbs transport: rdma_cm for connections, RC queue pairs for data.
+//
+//   sender (OutboundLink)                         receiver (InboundLink)
+//   ---------------------                         ----------------------
+//   header+payload (2 SGEs, from the slot)  ──►   ring slot i  (RDMA WRITE with immediate
+//                                                 into slot i, or SEND consuming receive i)
+//   control receives  ◄──  CREDIT frames (SEND, inline)  ◄──  slots released in order
+//
+// Every receive slot of an inbound link has a receive posted for it while it is free; a data
+// frame (SEND or WRITE with immediate) consumes the receive of exactly the slot the sender's
+// credit names. So credits == posted receives == free slots, and no RNR can happen in normal
+// operation. The sender keeps one control receive posted per credit (plus spare), so credit
+// frames never meet an RNR either.
+//
+// Setup and teardown: verbs_setup.cpp. Per-message path: verbs_datapath.cpp.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hoprelay/transport/transport.h"
+#include "verbs_resources.h"
+
+namespace hoprelay::transport::verbs {
+
+class VerbsTransport;
+
+// Something rdma_cm events are dispatched to (the cm id's context).
+class CmHandler {
+ public:
+  virtual void on_cm_event(rdma_cm_event_type type, int status,
+                           std::span<const std::byte> private_data) = 0;
+
+ protected:
+  ~CmHandler() = default;
+};
+
+// Something whose CQ signals on the shared completion channel (the CQ's context).
+class CqHandler {
+ public:
+  // Polls the CQ empty. Returns true if it found completions (busy-poll bookkeeping).
+  virtual bool poll_cq() = 0;
+
+ protected:
+  ~CqHandler() = default;
+};
+
+// One connection's verbs objects. Members are declared so that they are destroyed in the
+// right order: the QP first, then the memory regions, the CQ, and the cm id last.
+struct Connection {
+  CmId id;
+  Cq cq;
+  std::unique_ptr<VerbsRegion> region_a;  // inbound: the ring; outbound: tx headers
+  std::unique_ptr<VerbsRegion> region_b;  // inbound: credit frames; outbound: control receives
+  QpHandle qp;
+  uint32_t max_inline = 0;
+  uint32_t unacked_cq_events = 0;
+  ~Connection();
+};
+
+class VerbsInbound final : public InboundLink, public CmHandler, public CqHandler {
+ public:
+  VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello);
+  ~VerbsInbound();
+
+  // Creates the QP, registers the ring, posts a receive per slot and accepts.
+  void accept();
+  void on_cm_event(rdma_cm_event_type type, int status,
+                   std::span<const std::byte> private_data) override;
+  bool poll_cq() override;
+  void release(Slot& slot) override;
+  void pause() override;
+  uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
+  void fail(std::string_view reason);
+  Connection& connection() { return conn_; }
+
+ private:
+  enum class State { kAccepting, kUp, kClosed };
+
+  bool post_receive(uint32_t slot);
+  void on_data(const ibv_wc& wc);
+  void flush_credits();
+
+  VerbsTransport& transport_;
+  Connection conn_;
+  State state_ = State::kAccepting;
+  bool paused_ = false;
+  std::optional<SlotRing> ring_;
+  uint32_t stride_ = 0;
+  uint64_t receives_posted_ = 0;  // in ring order: receive n is for slot n % slots
+  uint32_t pending_credits_ = 0;
+  bool flush_scheduled_ = false;
+  uint32_t sq_depth_ = 0;
+  uint32_t sq_outstanding_ = 0;
+  uint32_t unsignaled_ = 0;
+  uint64_t ctl_sent_ = 0;
+};
+
+class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHandler {
+ public:
+  VerbsOutbound(VerbsTransport& transport, ConnectParams params);
+  ~VerbsOutbound();
+
+  void start();
+  void on_cm_event(rdma_cm_event_type type, int status,
+                   std::span<const std::byte> private_data) override;
+  bool poll_cq() override;
+  bool up() const override { return state_ == State::kUp; }
+  uint32_t credits() const override;
+  uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
+  bool post(const OutFrame& frame) override;
+  void close() override;
+
+ private:
+  enum class State { kBackoff, kResolving, kConnecting, kUp, kClosed };
+
+  void on_route_resolved();
+  void on_established(std::span<const std::byte> private_data);
+  void drop(std::string_view reason, bool retry);
+  void schedule_reconnect();
+  bool post_control_receive(uint32_t index);
+  void on_credit_frame(const ibv_wc& wc);
+
+  VerbsTransport& transport_;
+  ConnectParams params_;
+  std::unique_ptr<Connection> conn_;
+  State state_ = State::kBackoff;
+  uint32_t backoff_ms_ = 0;
+  bool established_once_ = false;
+  EventLoop::TimerId timer_ = 0;
+  // The peer's ring, from its welcome.
+  CmWelcome peer_{};
+  uint32_t peer_stride_ = 0;
+  uint32_t cap_ = 0;  // credits: min(peer slots, what our queues were sized for)
+  uint32_t ctl_depth_ = 0;
+  uint32_t sq_depth_ = 0;
+  uint32_t sq_outstanding_ = 0;
+  uint32_t unsignaled_ = 0;
+  // Posted frames [acked_, tail_), their cookies by position.
+  std::vector<void*> cookies_;
+  uint64_t acked_ = 0;
+  uint64_t tail_ = 0;
+};
+
+class VerbsTransport final : public Transport {
+ public:
+  VerbsTransport(EventLoop& loop, LinkEvents& events, Identity identity, config::Poll poll);
+  ~VerbsTransport() override;
+
+  std::string_view name() const override { return "verbs"; }
+  void listen(const ListenParams& params) override;
+  void stop_listening() override;
+  std::unique_ptr<OutboundLink> connect(const ConnectParams& params) override;
+  std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
+
+  EventLoop& loop() { return loop_; }
+  LinkEvents& events() { return events_; }
+  const Identity& identity() const { return identity_; }
+  const ListenParams& listen_params() const { return listen_; }
+  rdma_event_channel* cm_channel() { return cm_channel_.get(); }
+  bool busy_poll() const { return poll_ == config::Poll::kBusy; }
+
+  // The PD and completion channel of the device, opened on first use. Throws when a second,
+  // different device shows up: slots are forwarded zero-copy, so every link shares one PD.
+  ibv_pd* pd_for(ibv_context* device);
+  // A CQ of `entries` on the shared completion channel, armed unless busy polling.
+  Cq create_cq(ibv_context* device, uint32_t entries, CqHandler* handler);
+  // A RC QP on `conn.id` with the given depths; fills conn.qp and conn.max_inline.
+  void create_qp(Connection& conn, uint32_t send_depth, uint32_t recv_depth);
+  void reap(VerbsInbound* link);
+  void forget(CqHandler* handler);
+
+ private:
+  struct CmEvents final : EventLoop::Handler {
+    VerbsTransport* t;
+    void on_io(uint32_t) override { t->on_cm_events(); }
+  };
+  struct CqEvents final : EventLoop::Handler {
+    VerbsTransport* t;
+    void on_io(uint32_t) override { t->on_cq_events(); }
+  };
+
+  void on_cm_events();
+  void on_cq_events();
+  void on_connect_request(rdma_cm_id* id, std::span<const std::byte> private_data);
+  bool poll_all();
+
+  EventLoop& loop_;
+  LinkEvents& events_;
+  Identity identity_;
+  config::Poll poll_;
+  ListenParams listen_;
+  // Destroyed in reverse: links, listener, completion channel, PD, cm channel.
+  CmChannel cm_channel_;
+  Pd pd_;
+  CompChannel comp_channel_;
+  CmId listen_id_;
+  CmEvents cm_events_{};
+  CqEvents cq_events_{};
+  std::vector<CqHandler*> cq_handlers_;  // busy polling walks these
+  std::vector<std::unique_ptr<VerbsInbound>> inbound_;
+};
+
+}  // namespace hoprelay::transport::verbs
