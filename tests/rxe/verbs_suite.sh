@@ -1,0 +1,266 @@
+#!/bin/bash
+# The verbs transport on a real Soft-RoCE device: run inside the VM by vm-run.sh (see
+# run_verbs_suite.sh). Real hoprelayd processes and `hoprelay send`, all on the one rxe device
+# and IP, told apart by port (two rxe devices in one namespace do not talk). Each scenario
+# checks verify-sink's exact counts; the benchmark at the end prints hoprelay's throughput
+# beside perftest's, measured in this same VM run, as ratios.
+set -uo pipefail
+
+BUILD=${HOPRELAY_BUILD:?}
+HOPRELAYD=$BUILD/daemon/hoprelayd
+HOPRELAY=$BUILD/client/hoprelay
+COUNT=${RXE_COUNT:-20000}
+WORK=$SHARE/suite
+mkdir -p "$WORK"
+cd "$WORK" || exit 1
+ulimit -l unlimited
+failures=0
+pids=()
+
+say() { echo "verbs-suite: $*"; }
+pass() { say "PASS: $*"; echo "PASS $*" >>"$WORK/results"; }
+fail() {
+  say "FAIL: $*"
+  echo "FAIL $*" >>"$WORK/results"
+  failures=$((failures + 1))
+}
+
+stop_all() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  pids=()
+  return $rc
+}
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
+
+start() { # start TOPOLOGY NODE
+  "$HOPRELAYD" --topology "$1" --node "$2" 2>"$WORK/$2.log" &
+  pids+=($!)
+}
+wait_metrics() { # wait_metrics PORT
+  for _ in $(seq 150); do
+    curl -sf "http://127.0.0.1:$1/metrics" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+metric() { # metric PORT NAME LABEL-SUBSTRING -> summed value
+  curl -sf "http://127.0.0.1:$1/metrics" | awk -v n="$2" -v l="$3" \
+    '$1 ~ "^"n"({|$)" && index($1, l) { s += $NF } END { printf "%d\n", s }'
+}
+report_field() { # report_field FILE KEY
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2" 2>/dev/null || echo -1
+}
+wait_received() { # wait_received FILE N
+  for _ in $(seq 100); do
+    [[ $(report_field "$1" received) -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+check_clean() { # check_clean NAME FILE N
+  local r d m c
+  r=$(report_field "$2" received) d=$(report_field "$2" duplicates)
+  m=$(report_field "$2" missing) c=$(report_field "$2" corrupt)
+  if [[ $r == "$3" && $d == 0 && $m == 0 && $c == 0 ]]; then
+    pass "$1: $r received, 0 duplicates, 0 missing, 0 corrupt"
+  else
+    fail "$1: received $r of $3, duplicates $d, missing $m, corrupt $c"
+  fi
+}
+
+# chain NAME FORWARD BASE_PORT: a -> b (crc32c stamp) -> c (verify-sink), the producer writes
+# into a.
+chain() {
+  local name=$1 forward=$2 t="$WORK/$1.toml"
+  local pa=$(($3 + 1)) pb=$(($3 + 2)) pc=$(($3 + 3)) mc=$(($3 + 4))
+  cat >"$t" <<T
+[pipeline]
+name = "$name"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+forward = "$forward"
+
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["b"]
+ingress = "write"
+
+[nodes.b]
+listen = "$RXE_IP:$pb"
+downstream = ["c"]
+stage = { plugin = "crc32c", mode = "stamp" }
+
+[nodes.c]
+listen = "$RXE_IP:$pc"
+metrics = "127.0.0.1:$mc"
+stage = { plugin = "verify-sink", report = "$WORK/$name-c.json" }
+T
+  for n in c b a; do start "$t" $n; done
+  wait_metrics "$mc" || { fail "$name: c did not start"; stop_all; return; }
+  if ! timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$COUNT" --size 1000 \
+      --connect-timeout 20 >"$WORK/$name-send.out" 2>&1; then
+    fail "$name: hoprelay send failed: $(tail -3 "$WORK/$name-send.out")"
+  fi
+  cat "$WORK/$name-send.out"
+  wait_received "$WORK/$name-c.json" "$COUNT"
+  local verbs_lines
+  verbs_lines=$(grep -c "forwarding by" "$WORK/a.log" "$WORK/b.log" | awk -F: '{s+=$2} END {print s}')
+  stop_all || fail "$name: a daemon did not exit 0 on SIGTERM"
+  [[ $verbs_lines -ge 2 ]] || fail "$name: links did not come up over verbs"
+  grep -h "transport verbs" "$WORK/a.log" | head -1
+  check_clean "A->B->C ingress=write forward=$forward, $COUNT messages" "$WORK/$name-c.json" "$COUNT"
+}
+
+fanout() {
+  local t="$WORK/fanout.toml" pa=7121 pb=7122 p1=7123 p2=7124 m1=7125
+  cat >"$t" <<T
+[pipeline]
+name = "fanout"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["b"]
+
+[nodes.b]
+listen = "$RXE_IP:$pb"
+downstream = ["c1", "c2"]
+route = "broadcast"
+
+[nodes.c1]
+listen = "$RXE_IP:$p1"
+metrics = "127.0.0.1:$m1"
+stage = { plugin = "verify-sink", report = "$WORK/fanout-c1.json" }
+
+[nodes.c2]
+listen = "$RXE_IP:$p2"
+stage = { plugin = "verify-sink", report = "$WORK/fanout-c2.json" }
+T
+  for n in c2 c1 b a; do start "$t" $n; done
+  wait_metrics "$m1" || { fail "fanout: c1 did not start"; stop_all; return; }
+  local n=$((COUNT / 2))
+  timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$n" --size 2000 \
+    --connect-timeout 20 || fail "fanout: hoprelay send failed"
+  wait_received "$WORK/fanout-c1.json" "$n"
+  wait_received "$WORK/fanout-c2.json" "$n"
+  stop_all || fail "fanout: a daemon did not exit 0 on SIGTERM"
+  check_clean "fan-out B->{C1,C2} broadcast over verbs, C1" "$WORK/fanout-c1.json" "$n"
+  check_clean "fan-out B->{C1,C2} broadcast over verbs, C2" "$WORK/fanout-c2.json" "$n"
+}
+
+undeclared() {
+  local t="$WORK/admit.toml" rogue="$WORK/rogue.toml" pa=7131 pb=7132 mb=7133 px=7134
+  cat >"$t" <<T
+[pipeline]
+name = "admit"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 16
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$pb"
+metrics = "127.0.0.1:$mb"
+stage = { plugin = "verify-sink", report = "$WORK/admit-b.json" }
+T
+  cat >"$rogue" <<T
+[pipeline]
+name = "rogue"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 16
+[nodes.x]
+listen = "$RXE_IP:$px"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$pb"
+T
+  start "$t" b
+  start "$t" a
+  wait_metrics "$mb" || { fail "admission: b did not start"; stop_all; return; }
+  start "$rogue" x
+  local rejected=0
+  for _ in $(seq 100); do
+    rejected=$(metric "$mb" hoprelay_connections_rejected_total 'reason="not_upstream"')
+    [[ $rejected -ge 1 ]] && break
+    sleep 0.1
+  done
+  timeout 60 "$HOPRELAY" send --topology "$t" --to a --count 500 --size 500 >/dev/null 2>&1 ||
+    fail "admission: the declared upstream could not send"
+  wait_received "$WORK/admit-b.json" 500
+  stop_all
+  if [[ $rejected -ge 1 ]] && grep -q "refused this node" "$WORK/x.log"; then
+    pass "undeclared node x rejected over rdma_cm and counted (rejected_total{reason=not_upstream} = $rejected)"
+  else
+    fail "undeclared node x: rejected_total=$rejected; x.log: $(grep -i refus "$WORK/x.log" | head -2)"
+  fi
+  check_clean "admission: declared upstream still served" "$WORK/admit-b.json" 500
+}
+
+# Throughput at one size, hoprelay beside perftest. Reported, never asserted.
+bench() {
+  local size=65536 count=${RXE_BENCH_COUNT:-3000}
+  local t="$WORK/bench.toml" p1=7141 p2=7142 p3=7143 p4=7144 p5=7145
+  cat >"$t" <<T
+[pipeline]
+name = "bench"
+transport = "verbs"
+slot_size = "64KiB"
+slots = 64
+[nodes.one]
+listen = "$RXE_IP:$p1"
+[nodes.a]
+listen = "$RXE_IP:$p2"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$p3"
+downstream = ["c"]
+[nodes.c]
+listen = "$RXE_IP:$p4"
+T
+  for n in one c b a; do start "$t" $n; done
+  sleep 1
+  local one three
+  one=$(timeout 120 "$HOPRELAY" send --topology "$t" --to one --count "$count" --size $size |
+    grep -o '[0-9.]* Gb/s' | cut -d' ' -f1)
+  three=$(timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$count" --size $size |
+    grep -o '[0-9.]* Gb/s' | cut -d' ' -f1)
+  stop_all
+  local wbw sbw
+  wbw=$(perf_bw ib_write_bw "$p5" "$size")
+  sbw=$(perf_bw ib_send_bw "$((p5 + 1))" "$size")
+  {
+    echo "verbs throughput at $size B on rxe (one VM run; Gb/s; ratios against perftest):"
+    printf '  %-34s %8s\n' "ib_write_bw" "$wbw" "ib_send_bw" "$sbw"
+    printf '  %-34s %8s   %s x ib_write_bw\n' "hoprelay one hop (producer->one)" "$one" \
+      "$(ratio "$one" "$wbw")"
+    printf '  %-34s %8s   %s x ib_write_bw\n' "hoprelay three hops (->a->b->c)" "$three" \
+      "$(ratio "$three" "$wbw")"
+  } | tee "$WORK/bench.txt"
+}
+ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print(f'{float(a)/float(b):.2f}' if a and b and float(b) > 0 else 'n/a')" "$1" "$2" 2>/dev/null || echo n/a; }
+perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
+  local tool=$1 p=$2 size=$3
+  timeout 60 "$tool" -d "$RXE_DEV" -D 2 -s "$size" -F --report_gbits -p "$p" >"$WORK/$tool.server" 2>&1 &
+  local spid=$!
+  for _ in $(seq 100); do ss -Hltn "sport = :$p" | grep -q . && break; sleep 0.05; done
+  timeout 60 "$tool" -d "$RXE_DEV" -D 2 -s "$size" -F --report_gbits -p "$p" "$RXE_IP" >"$WORK/$tool.client" 2>&1
+  wait "$spid"
+  awk -v s="$size" '$1 == s && NF >= 5 { v = $4 } END { print v }' "$WORK/$tool.client"
+}
+
+: >"$WORK/results"
+chain chain-send send 7100
+chain chain-write write 7110
+fanout
+undeclared
+[[ ${RXE_BENCH:-1} == 1 ]] && bench
+say "$(grep -c ^PASS "$WORK/results") passed, $failures failed"
+echo "$(grep -c ^PASS "$WORK/results") passed, $failures failed"
+exit $((failures > 0))
