@@ -20,9 +20,10 @@ constexpr int kExitConfig = 78;  // EX_CONFIG
 using hoprelay::config::Topology;
 
 // Loads a topology or prints every diagnostic; nullopt means "exit 78".
-std::optional<Topology> load_or_report(const std::string& path) {
+std::optional<Topology> load_or_report(const std::string& path,
+                                       hoprelay::config::PluginCheck plugins) {
   try {
-    return hoprelay::config::load_topology(path);
+    return hoprelay::config::load_topology(path, plugins);
   } catch (const hoprelay::config::ConfigError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
   } catch (const std::exception& e) {
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   send->add_option("--origin", origin, "Origin id carried by every message (default: random)");
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node");
-  send->add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   file_opt->excludes(count_opt);
   CLI11_PARSE(app, argc, argv);
 
@@ -78,7 +80,9 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
 
-  auto topology = load_or_report(path);
+  // validate and graph check every node's plugin; a producer needs none of them.
+  using Mode = config::PluginCheck::Mode;
+  auto topology = load_or_report(path, {send->parsed() ? Mode::kNone : Mode::kAll, ""});
   if (!topology) return kExitConfig;
 
   if (validate->parsed()) {
@@ -121,8 +125,6 @@ int main(int argc, char** argv) {
   client::ProducerResult r;
   try {
     client::Producer producer(loop, opts);
-    char host[64] = {};
-    gethostname(host, sizeof(host) - 1);
     std::string name = "send-" + std::to_string(getpid());
     transport::Identity id{transport::PeerRole::kProducer, name, topology->hash, opts.origin};
     transport::TransportOptions options{head->transport, head->listen, false, head->poll};

@@ -65,6 +65,7 @@ ProducerResult Producer::run(transport::Transport& transport,
     }
   }
   // Links and registered memory go before the transport that owns their device.
+  link_->close();
   link_.reset();
   r.messages = acked_;
   r.bytes = bytes_acked_;

@@ -114,7 +114,7 @@ std::string to_dot(const Topology& topology) {
   return out;
 }
 
-Topology load_topology(const std::string& path) {
+Topology load_topology(const std::string& path, const PluginCheck& plugins) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     throw std::system_error(errno, std::generic_category(),
@@ -135,7 +135,7 @@ Topology load_topology(const std::string& path) {
     text.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  return parse_topology(text, path);
+  return parse_topology(text, path, plugins);
 }
 
 }  // namespace hoprelay::config

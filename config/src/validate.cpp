@@ -164,7 +164,8 @@ struct AddressUse {
 
 class Validator {
  public:
-  Validator(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+  Validator(std::string_view text, const std::string& path, const PluginCheck& plugins)
+      : text_(text), path_(path), plugins_(plugins) {}
 
   Topology run() {
     toml::table root;
@@ -209,6 +210,7 @@ class Validator {
       error({}, "missing [nodes] table: declare each node as [nodes.NAME]");
     }
     check_addresses();
+    check_links();
     check_cycles();
 
     if (!diagnostics_.empty()) {
@@ -495,6 +497,17 @@ class Validator {
     }
   }
 
+  // A relative plugin path ("stages/x.so") is relative to the topology file, not to wherever
+  // the daemon happens to run; a bare "x.so" is left to the dynamic linker's search path.
+  std::string plugin_location(const std::string& plugin) const {
+    if (!stages::is_plugin_path(plugin) || plugin.front() == '/' ||
+        plugin.find('/') == std::string::npos) {
+      return plugin;
+    }
+    size_t slash = path_.rfind('/');
+    return slash == std::string::npos ? plugin : path_.substr(0, slash + 1) + plugin;
+  }
+
   // Resolving loads plugins (dlopen), so each spelling is resolved once per file.
   struct Resolved {
     std::shared_ptr<const stages::StageType> type;
@@ -542,7 +555,7 @@ class Validator {
           plugin.reset();
         }
         if (plugin) {
-          spec.stage.plugin = *plugin;
+          spec.stage.plugin = plugin_location(*plugin);
         } else {
           plugin_ok = false;
         }
@@ -565,7 +578,7 @@ class Validator {
       spec.stage.params.emplace_back(std::string(p.key), std::move(value));
       param_pos.push_back(p.key_pos);
     }
-    if (!plugin_ok) return;
+    if (!plugin_ok || !checks_plugin_of(spec.name)) return;
     const Resolved& resolved = resolve(spec.stage.plugin);
     if (!resolved.type) {
       error(plugin_pos, name + ".plugin: " + resolved.error);
@@ -606,6 +619,37 @@ class Validator {
     }
   }
 
+  bool checks_plugin_of(const std::string& node) const {
+    return plugins_.mode == PluginCheck::Mode::kAll ||
+           (plugins_.mode == PluginCheck::Mode::kNode && plugins_.node == node);
+  }
+
+  // What must hold along every link: the downstream's slots take whatever the upstream's
+  // slots hold (so nothing the upstream forwards can be too big for it), and both ends speak
+  // the same transport when both name one.
+  void check_links() {
+    for (const RawNode& from : raw_nodes_) {
+      for (const auto& link : from.links) {
+        const NodeSpec& a = from.spec;
+        const NodeSpec& b = raw_nodes_[link.to].spec;
+        if (b.slot_size < a.slot_size) {
+          error(link.pos, "nodes." + from.name + ".downstream: " + quoted(b.name) +
+                              " has slot_size " + std::to_string(b.slot_size) + " but " +
+                              quoted(a.name) + " forwards messages of up to " +
+                              std::to_string(a.slot_size) + " bytes: give " + quoted(b.name) +
+                              " a slot_size of at least " + std::to_string(a.slot_size));
+        }
+        if (a.transport != b.transport && a.transport != TransportKind::kAuto &&
+            b.transport != TransportKind::kAuto) {
+          error(link.pos, "nodes." + from.name + ".downstream: " + quoted(a.name) + " uses " +
+                              std::string(to_string(a.transport)) + " but " + quoted(b.name) +
+                              " uses " + std::string(to_string(b.transport)) +
+                              ": both ends of a link need the same transport");
+        }
+      }
+    }
+  }
+
   // Depth-first search in file order; every back edge closes one cycle, reported at the
   // downstream entry that closes it. Removing the reported entries leaves a DAG.
   void check_cycles() {
@@ -636,6 +680,7 @@ class Validator {
 
   std::string_view text_;
   const std::string& path_;
+  const PluginCheck& plugins_;
   std::vector<Diagnostic> diagnostics_;
   std::vector<RawNode> raw_nodes_;
   std::map<std::string, size_t> index_;
@@ -646,8 +691,9 @@ class Validator {
 
 }  // namespace
 
-Topology parse_topology(std::string_view text, const std::string& path_for_messages) {
-  return Validator(text, path_for_messages).run();
+Topology parse_topology(std::string_view text, const std::string& path_for_messages,
+                        const PluginCheck& plugins) {
+  return Validator(text, path_for_messages, plugins).run();
 }
 
 }  // namespace hoprelay::config

@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
 
   config::Topology topology;
   try {
-    topology = config::load_topology(topology_path);
+    // Only this node's plugin must load on this host.
+    topology = config::load_topology(topology_path, {config::PluginCheck::Mode::kNode, node_name});
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
     return kExitConfig;
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
       return;
     }
     if (stopping) {
-      spdlog::warn("second {} : exiting without waiting", strsignal(sig));
+      spdlog::warn("second {}: exiting without waiting", strsignal(sig));
       loop.stop();
       return;
     }

@@ -40,6 +40,7 @@ Node::Node(const config::Topology& topology, const std::string& node_name,
   stage_error_ = &metrics_->stage_verdict(stage_name, "error");
   dropped_by_stage_ = &metrics_->dropped("stage_drop");
   dropped_stage_error_ = &metrics_->dropped("stage_error");
+  dropped_too_large_ = &metrics_->dropped("too_large_for_peer");
   slots_in_use_ = &metrics_->slots_in_use();
   downstream_.reserve(spec_.downstream.size());
   for (const auto& name : spec_.downstream) {
@@ -94,7 +95,7 @@ void Node::on_inbound_up(transport::InboundLink& link) {
   std::string peer =
       link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
   Inbound in{&link, metrics_->inbound(peer)};
-  in.metrics.up->Set(1);
+  in.metrics.up->Increment();  // a count: several producers share the "producer" label
   inbound_.push_back(in);
 }
 
@@ -102,7 +103,7 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   auto it = std::find_if(inbound_.begin(), inbound_.end(),
                          [&](const Inbound& i) { return i.link == &link; });
   if (it == inbound_.end()) return;
-  it->metrics.up->Set(0);
+  it->metrics.up->Decrement();
   inbound_.erase(it);
 }
 
@@ -139,7 +140,8 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   }
   if (downstream_.empty()) return link.release(slot);  // a leaf: the stage consumed it
   slot.length = msg.length;
-  slot.flags = static_cast<uint16_t>(msg.flags);
+  // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
+  slot.flags = static_cast<uint16_t>(msg.flags & transport::kKnownFlags);
   route(slot);
 }
 
@@ -170,8 +172,24 @@ void Node::route(transport::Slot& slot) {
 
 // Posts what this downstream has waiting, as far as its credits go.
 void Node::pump(Downstream& d) {
-  while (!d.waiting.empty() && d.link) {
+  while (!d.waiting.empty() && d.link && d.link->up()) {
     transport::Slot* s = d.waiting.front();
+    if (s->length > d.link->max_payload()) {
+      // Only possible when the peer runs another topology (validation requires downstream
+      // slots at least as large): it could never be delivered there, and posting it would
+      // make the peer close the link and the replay loop forever. Counted and dropped.
+      d.waiting.pop_front();
+      dropped_too_large_->Increment();
+      if (!d.warned_too_large) {
+        d.warned_too_large = true;
+        log().error(
+            "{} takes at most {} bytes per message, less than this node forwards: "
+            "dropping such messages (is it running another topology file?)",
+            d.name, d.link->max_payload());
+      }
+      if (--s->refs == 0) release(*s);
+      continue;
+    }
     transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length, s->memory, s};
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
@@ -241,8 +259,12 @@ void Node::check_drained() {
   if (held_ != 0 || !drained_) return;
   if (drain_timer_) loop_.cancel(drain_timer_);
   drain_timer_ = 0;
-  // Deferred: let the credit frames for the last releases go out first.
+  // Deferred: let the credit frames for the last releases go out first. Then say goodbye
+  // downstream, so peers log a clean close rather than a lost connection.
   loop_.defer([this] {
+    for (auto& d : downstream_) {
+      if (d.link) d.link->close();
+    }
     if (drained_) std::exchange(drained_, nullptr)(0);
   });
 }

@@ -91,8 +91,8 @@ RunResult run(const std::vector<std::string>& argv, std::chrono::seconds timeout
 }
 
 uint16_t free_port() {
-  // Ask the kernel for a free port, from a range that changes per process so parallel test
-  // processes do not race for the same one.
+  // Ask the kernel for a free port (bind to port 0). Another process could take it before the
+  // daemon binds it; the ephemeral range is large enough that this has not been seen.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -16,14 +16,16 @@ if ! command -v qemu-system-x86_64 >/dev/null; then
   echo "run_verbs_suite: qemu-system-x86_64 not installed: skipping the Soft-RoCE suite"
   exit 77
 fi
-# The guest sees the host's / read-only but has its own /tmp: the share must live elsewhere.
-share="$BUILD/rxe-share"
-rm -rf "$share"
-mkdir -p "$share"
+# The guest sees the host's / read-only, but with its own tmpfs on /tmp and /var/tmp, where a
+# clone may well live: share the build directory itself (read-write, at the same path), so the
+# binaries are there wherever the checkout is. Results go to build/rxe-share/suite.
+work="$BUILD/rxe-share/suite"
+rm -rf "$BUILD/rxe-share"
+mkdir -p "$work"
 status=0
-HOPRELAY_BUILD="$BUILD" "$HERE/vm-run.sh" --timeout "${RXE_TIMEOUT:-900}" --share "$share" \
-  -- "$HERE/verbs_suite.sh" || status=$?
-echo "== Soft-RoCE suite results ($share/suite)"
-cat "$share/suite/results" 2>/dev/null || true
-cat "$share/suite/bench.txt" 2>/dev/null || true
+HOPRELAY_BUILD="$BUILD" RXE_WORK="$work" "$HERE/vm-run.sh" --timeout "${RXE_TIMEOUT:-900}" \
+  --share "$BUILD" -- "$HERE/verbs_suite.sh" || status=$?
+echo "== Soft-RoCE suite results ($work)"
+cat "$work/results" 2>/dev/null || true
+cat "$work/bench.txt" 2>/dev/null || true
 exit "$status"

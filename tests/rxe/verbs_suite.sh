@@ -10,7 +10,7 @@ BUILD=${HOPRELAY_BUILD:?}
 HOPRELAYD=$BUILD/daemon/hoprelayd
 HOPRELAY=$BUILD/client/hoprelay
 COUNT=${RXE_COUNT:-20000}
-WORK=$SHARE/suite
+WORK=${RXE_WORK:-$SHARE/suite}
 mkdir -p "$WORK"
 cd "$WORK" || exit 1
 ulimit -l unlimited
@@ -70,10 +70,10 @@ check_clean() { # check_clean NAME FILE N
   fi
 }
 
-# chain NAME FORWARD BASE_PORT: a -> b (crc32c stamp) -> c (verify-sink), the producer writes
-# into a.
+# chain NAME FORWARD BASE_PORT [POLL_B]: a -> b (crc32c stamp) -> c (verify-sink), the producer
+# writes into a; b completes its work by POLL_B (event or busy).
 chain() {
-  local name=$1 forward=$2 t="$WORK/$1.toml"
+  local name=$1 forward=$2 t="$WORK/$1.toml" poll_b=${4:-event} count=${5:-$COUNT}
   local pa=$(($3 + 1)) pb=$(($3 + 2)) pc=$(($3 + 3)) mc=$(($3 + 4))
   cat >"$t" <<T
 [pipeline]
@@ -92,6 +92,7 @@ ingress = "write"
 listen = "$RXE_IP:$pb"
 downstream = ["c"]
 stage = { plugin = "crc32c", mode = "stamp" }
+poll = "$poll_b"
 
 [nodes.c]
 listen = "$RXE_IP:$pc"
@@ -100,18 +101,66 @@ stage = { plugin = "verify-sink", report = "$WORK/$name-c.json" }
 T
   for n in c b a; do start "$t" $n; done
   wait_metrics "$mc" || { fail "$name: c did not start"; stop_all; return; }
-  if ! timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$COUNT" --size 1000 \
+  if ! timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$count" --size 1000 \
       --connect-timeout 20 >"$WORK/$name-send.out" 2>&1; then
     fail "$name: hoprelay send failed: $(tail -3 "$WORK/$name-send.out")"
   fi
   cat "$WORK/$name-send.out"
-  wait_received "$WORK/$name-c.json" "$COUNT"
+  wait_received "$WORK/$name-c.json" "$count"
   local verbs_lines
   verbs_lines=$(grep -c "forwarding by" "$WORK/a.log" "$WORK/b.log" | awk -F: '{s+=$2} END {print s}')
   stop_all || fail "$name: a daemon did not exit 0 on SIGTERM"
   [[ $verbs_lines -ge 2 ]] || fail "$name: links did not come up over verbs"
   grep -h "transport verbs" "$WORK/a.log" | head -1
-  check_clean "A->B->C ingress=write forward=$forward, $COUNT messages" "$WORK/$name-c.json" "$COUNT"
+  check_clean "A->B->C ingress=write forward=$forward poll(b)=$poll_b, $count messages" \
+    "$WORK/$name-c.json" "$count"
+}
+
+# What an operator meets first: the port taken, no device behind the address, auto's choice.
+operator_errors() {
+  local t="$WORK/errors.toml" out
+  cat >"$t" <<T
+[pipeline]
+name = "errors"
+slot_size = "4KiB"
+slots = 8
+[nodes.solo]
+listen = "$RXE_IP:7151"
+transport = "verbs"
+[nodes.loop]
+listen = "127.0.0.1:7152"
+transport = "verbs"
+[nodes.autoverbs]
+listen = "$RXE_IP:7153"
+[nodes.autotcp]
+listen = "127.0.0.1:7154"
+T
+  start "$t" solo
+  sleep 1
+  out=$(timeout 20 "$HOPRELAYD" --topology "$t" --node solo 2>&1)
+  local rc=$?
+  if [[ $rc == 69 && $out == *"already in use"* ]]; then
+    pass "port in use: exit 69, \"$(grep -o 'listen address.*in use' <<<"$out")\""
+  else
+    fail "port in use: exit $rc: $out"
+  fi
+  out=$(timeout 20 "$HOPRELAYD" --topology "$t" --node loop 2>&1)
+  rc=$?
+  if [[ $rc == 69 && $out == *"no RDMA device serves 127.0.0.1"* ]]; then
+    pass "no device behind the address: exit 69 with advice"
+  else
+    fail "no device: exit $rc: $out"
+  fi
+  start "$t" autoverbs
+  start "$t" autotcp
+  sleep 1.5
+  stop_all || fail "operator errors: a daemon did not exit 0 on SIGTERM"
+  if grep -q 'transport verbs (transport = "auto": RDMA device rxe0 serves' "$WORK/autoverbs.log" &&
+    grep -q 'transport tcp (transport = "auto": no RDMA device serves 127.0.0.1' "$WORK/autotcp.log"; then
+    pass "transport = auto picks verbs on $RXE_IP and tcp on 127.0.0.1, saying why"
+  else
+    fail "auto: $(head -1 "$WORK/autoverbs.log") / $(head -1 "$WORK/autotcp.log")"
+  fi
 }
 
 fanout() {
@@ -258,8 +307,10 @@ perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
 : >"$WORK/results"
 chain chain-send send 7100
 chain chain-write write 7110
+chain chain-busy send 7160 busy 5000
 fanout
 undeclared
+operator_errors
 [[ ${RXE_BENCH:-1} == 1 ]] && bench
 say "$(grep -c ^PASS "$WORK/results") passed, $failures failed"
 echo "$(grep -c ^PASS "$WORK/results") passed, $failures failed"

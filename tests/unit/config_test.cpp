@@ -84,6 +84,7 @@ poll = "busy"
 
 [nodes.sink]
 listen = "127.0.0.1:7004"
+slot_size = "1MiB"
 [nodes.sink.stage]
 plugin = "verify-sink"
 report = "/tmp/report.json"
@@ -853,6 +854,69 @@ TEST_F(ConfigFileTest, UnreadableFileThrowsSystemErrorWithThePath) {
     EXPECT_EQ(e.code(), std::errc::is_a_directory);
     EXPECT_NE(std::string(e.what()).find(dir_.string()), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+namespace {
+
+TEST(ConfigLinkTest, DownstreamSlotsMustHoldWhatTheUpstreamForwards) {
+  constexpr std::string_view kText = R"([pipeline]
+name = "p"
+[nodes.a]
+listen = "127.0.0.1:1"
+slot_size = "8KiB"
+downstream = ["b"]
+[nodes.b]
+listen = "127.0.0.1:2"
+slot_size = "4KiB"
+)";
+  try {
+    parse_topology(kText, "t.toml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_EQ(e.diagnostics()[0].format(),
+              "t.toml:6:15: error: nodes.a.downstream: \"b\" has slot_size 4096 but \"a\" "
+              "forwards messages of up to 8192 bytes: give \"b\" a slot_size of at least 8192");
+  }
+}
+
+TEST(ConfigLinkTest, BothEndsOfALinkNeedTheSameTransport) {
+  constexpr std::string_view kText = R"([pipeline]
+name = "p"
+[nodes.a]
+listen = "127.0.0.1:1"
+transport = "verbs"
+downstream = ["b"]
+[nodes.b]
+listen = "127.0.0.1:2"
+transport = "tcp"
+)";
+  try {
+    parse_topology(kText, "t.toml");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    EXPECT_NE(e.diagnostics()[0].message.find("both ends of a link need the same transport"),
+              std::string::npos);
+    EXPECT_EQ(e.diagnostics()[0].pos.line, 6u);
+  }
+}
+
+TEST(ConfigLinkTest, PluginsOfOtherNodesAreNotLoadedForOneNode) {
+  constexpr std::string_view kText = R"([pipeline]
+name = "p"
+[nodes.a]
+listen = "127.0.0.1:1"
+downstream = ["b"]
+[nodes.b]
+listen = "127.0.0.1:2"
+stage = { plugin = "/nonexistent/b.so" }
+)";
+  EXPECT_THROW(parse_topology(kText, "t.toml"), ConfigError);
+  EXPECT_NO_THROW(parse_topology(kText, "t.toml", {PluginCheck::Mode::kNode, "a"}));
+  EXPECT_THROW(parse_topology(kText, "t.toml", {PluginCheck::Mode::kNode, "b"}), ConfigError);
+  EXPECT_NO_THROW(parse_topology(kText, "t.toml", {PluginCheck::Mode::kNone, ""}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "hoprelay/config/topology.h"
 #include "hoprelay/stages/pattern.h"
 #include "hoprelay/stages/stage.h"
 
@@ -201,6 +202,25 @@ TEST_F(TempDir, FileSinkAppendsLengthPrefixedRecords) {
               PatternCheck::kOk);
     off += 4 + len;
   }
+}
+
+}  // namespace
+}  // namespace hoprelay::stages
+
+namespace hoprelay::stages {
+namespace {
+
+TEST_F(TempDir, RelativePluginPathIsRelativeToTheTopologyFile) {
+  fs::create_directories(dir_ / "plugins");
+  fs::copy_file(HOPRELAY_TEST_XOR_PLUGIN, dir_ / "plugins" / "xor.so");
+  std::ofstream(dir_ / "t.toml") << "[pipeline]\nname = \"p\"\n[nodes.a]\nlisten = "
+                                    "\"127.0.0.1:1\"\nstage = { plugin = \"plugins/xor.so\" }\n";
+  // Loaded from another working directory: the path still resolves beside the file.
+  auto cwd = fs::current_path();
+  fs::current_path(fs::temp_directory_path());
+  auto topology = config::load_topology((dir_ / "t.toml").string());
+  fs::current_path(cwd);
+  EXPECT_EQ(topology.nodes.at(0).stage.plugin, (dir_ / "plugins" / "xor.so").string());
 }
 
 }  // namespace

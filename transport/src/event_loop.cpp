@@ -74,8 +74,10 @@ void EventLoop::run_deferred() {
 }
 
 void EventLoop::run_once(std::chrono::milliseconds timeout) {
-  bool polled = poller_ && poller_();
-  int wait_ms = polled ? 0 : static_cast<int>(timeout.count());
+  // Busy polling: the completion queues are not armed, so nothing would wake epoll for them;
+  // it only looks at the other fds (cm events, signals) without waiting.
+  if (poller_) poller_();
+  int wait_ms = poller_ ? 0 : static_cast<int>(timeout.count());
   if (!timers_.empty()) {
     auto until = std::chrono::duration_cast<std::chrono::milliseconds>(
                      timers_.begin()->first.first - Clock::now())

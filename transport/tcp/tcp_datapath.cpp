@@ -33,7 +33,13 @@ void TcpInbound::on_io(uint32_t events) {
   if (state_ == State::kClosed) return;
   if (events & EPOLLOUT) flush_control();
   if (state_ == State::kClosed) return;
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !paused_) read_some();
+  if (paused_) {
+    // Not reading (draining), but a reset or hang-up must still close the link: epoll reports
+    // them whatever we asked for, and would report them again on every wakeup.
+    if (events & (EPOLLHUP | EPOLLERR)) fail("connection lost while draining");
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_some();
 }
 
 // Reads until the socket is empty or the budget is spent. False when the link closed.
@@ -100,7 +106,7 @@ bool TcpInbound::parse_buffered() {
     if (h.type == FrameType::kHello && state_ == State::kHello) {
       handle_hello(h, body);
     } else if (h.type == FrameType::kBye) {
-      fail("peer closed the link (bye)");
+      fail("peer closed the link (bye)", true);
       return false;
     } else {
       fail("unexpected frame type on an inbound link");

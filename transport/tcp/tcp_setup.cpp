@@ -167,7 +167,8 @@ std::unique_ptr<MemoryRegion> TcpTransport::allocate(size_t bytes) {
 // ---------------------------------------------------------------- TcpInbound setup
 
 TcpInbound::TcpInbound(TcpTransport& transport, int fd, std::string address)
-    : transport_(transport), fd_(fd), rx_(kRxBuffer) {
+    // Only a hello fits until the peer is admitted: strangers cost little memory.
+    : transport_(transport), fd_(fd), rx_(kFrameHeaderSize + kMaxControlPayload) {
   peer_.address = std::move(address);
   transport_.loop().add(fd_, EPOLLIN, this);
   hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
@@ -215,6 +216,7 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   memory_ = transport_.allocate(SlotRing::size_for(lp.slots, lp.slot_size));
   ring_.emplace(memory_->data(), lp.slots, lp.slot_size, this, memory_.get());
   limits_.max_data_payload = lp.slot_size;
+  rx_.resize(kRxBuffer);
   state_ = State::kUp;
   WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash};
   std::array<std::byte, kWelcomeSize> body_out;
@@ -226,7 +228,7 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   transport_.events().on_inbound_up(*this);
 }
 
-void TcpInbound::fail(std::string_view reason) {
+void TcpInbound::fail(std::string_view reason, bool clean) {
   if (state_ == State::kClosed) return;
   bool was_up = state_ == State::kUp;
   state_ = State::kClosed;
@@ -241,7 +243,11 @@ void TcpInbound::fail(std::string_view reason) {
     partial_ = nullptr;
   }
   if (was_up) {
-    log().warn("inbound link from {} ({}) closed: {}", peer_.name, peer_.address, reason);
+    if (clean) {
+      log().info("inbound link from {} ({}) closed by the peer", peer_.name, peer_.address);
+    } else {
+      log().warn("inbound link from {} ({}) closed: {}", peer_.name, peer_.address, reason);
+    }
     transport_.events().on_inbound_down(*this, reason);
   } else {
     log().info("connection from {} closed before admission: {}", peer_.address, reason);
@@ -343,6 +349,7 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
                w.topology_hash, transport_.identity().topology_hash);
   }
   peer_slots_ = w.slots;
+  peer_slot_size_ = w.slot_size;
   tx_.assign(peer_slots_, TxEntry{});
   acked_ = written_ = tail_ = 0;
   written_off_ = 0;
@@ -374,8 +381,12 @@ void TcpOutbound::drop(std::string_view reason, bool retry) {
     transport_.events().on_returned(*this, tx_[i % tx_.size()].cookie);
   }
   if (was_up) {
-    log().warn("outbound link to {} down: {} ({} unacknowledged frames kept for replay)",
-               peer_name_, reason, last - first);
+    if (retry) {
+      log().warn("outbound link to {} down: {} ({} unacknowledged frames kept for replay)",
+                 peer_name_, reason, last - first);
+    } else {
+      log().info("outbound link to {} closed", peer_name_);
+    }
     transport_.events().on_outbound_down(*this, reason);
   }
   if (retry) schedule_reconnect();
@@ -383,8 +394,8 @@ void TcpOutbound::drop(std::string_view reason, bool retry) {
 
 void TcpOutbound::schedule_reconnect() {
   state_ = State::kBackoff;
-  // Exponential backoff with full jitter: a restarted relay is not hit by every upstream at
-  // the same instant.
+  // Exponential backoff with jitter (a delay drawn from [b/2, b]): a restarted relay is not
+  // hit by every upstream at the same instant.
   backoff_ms_ = backoff_ms_ == 0 ? kBackoffMinMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
   static thread_local std::minstd_rand rng{std::random_device{}()};
   uint32_t delay = backoff_ms_ / 2 + rng() % (backoff_ms_ / 2 + 1);

@@ -37,7 +37,8 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   bool closed() const { return state_ == State::kClosed; }
   // Closes with a reason (logged, counted by the caller's metrics through on_inbound_down).
-  void fail(std::string_view reason);
+  // `clean`: the peer said goodbye; logged at info, not as a failure.
+  void fail(std::string_view reason, bool clean = false);
 
  private:
   enum class State { kHello, kUp, kClosed };
@@ -87,6 +88,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   bool up() const override { return state_ == State::kUp; }
   uint32_t credits() const override;
   uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
+  uint32_t max_payload() const override { return up() ? peer_slot_size_ : 0; }
   bool post(const OutFrame& frame) override;
   void close() override;
   void start();
@@ -122,6 +124,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   uint64_t connects_ = 0;
   EventLoop::TimerId timer_ = 0;
   uint32_t peer_slots_ = 0;
+  uint32_t peer_slot_size_ = 0;
   // Ring of posted frames: [acked_, written_) are on the wire awaiting credit,
   // [written_, tail_) still to write (written_off_ bytes of the first already sent).
   std::vector<TxEntry> tx_;

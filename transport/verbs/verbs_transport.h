@@ -111,6 +111,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   bool up() const override { return state_ == State::kUp; }
   uint32_t credits() const override;
   uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
+  uint32_t max_payload() const override { return up() ? peer_.slot_size : 0; }
   bool post(const OutFrame& frame) override;
   void close() override;
 

@@ -105,10 +105,20 @@ struct Topology {
   size_t link_count() const;  // number of (node -> downstream) edges
 };
 
+// Which nodes' stage plugins validation loads (dlopen) to check them and their parameters:
+// every node's (`hoprelay validate`, the operator's check of the whole file), one node's
+// (hoprelayd: its host need not have the plugins of the other nodes), or none (`hoprelay send`).
+struct PluginCheck {
+  enum class Mode { kAll, kNode, kNone };
+  Mode mode = Mode::kAll;
+  std::string node;  // with kNode
+};
+
 // Parses and validates. Throws ConfigError carrying every problem found (never just the
 // first), std::system_error when the file cannot be read.
-Topology load_topology(const std::string& path);
-Topology parse_topology(std::string_view text, const std::string& path_for_messages);
+Topology load_topology(const std::string& path, const PluginCheck& plugins = {});
+Topology parse_topology(std::string_view text, const std::string& path_for_messages,
+                        const PluginCheck& plugins = {});
 
 // Graphviz DOT of the topology: one node per topology node (labelled with stage and listen
 // address), one edge per downstream link, the route on fan-out edges.

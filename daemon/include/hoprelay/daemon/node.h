@@ -56,6 +56,7 @@ class Node final : public transport::LinkEvents {
     PeerMetrics metrics;
     prometheus::Gauge* queued = nullptr;
     bool was_up = false;
+    bool warned_too_large = false;
   };
   struct Inbound {
     transport::InboundLink* link;
@@ -87,6 +88,7 @@ class Node final : public transport::LinkEvents {
   prometheus::Counter* stage_error_;
   prometheus::Counter* dropped_by_stage_;
   prometheus::Counter* dropped_stage_error_;
+  prometheus::Counter* dropped_too_large_;
   prometheus::Gauge* slots_in_use_;
 };
 

@@ -90,6 +90,8 @@ class OutboundLink {
   virtual uint32_t credits() const = 0;
   // Frames posted and not yet acknowledged.
   virtual uint32_t in_flight() const = 0;
+  // Largest payload the peer's slots take (from its welcome; 0 while down).
+  virtual uint32_t max_payload() const = 0;
   // Queues a frame for sending. False, with nothing queued, when down or out of credits.
   virtual bool post(const OutFrame& frame) = 0;
   // Closes on purpose (BYE): unacknowledged frames come back through on_returned().
