@@ -6,13 +6,16 @@ set -euo pipefail
 build_pkgs=(
   build-essential cmake pkg-config clang-format curl git
   libspdlog-dev libfmt-dev libtomlplusplus-dev prometheus-cpp-dev libcli11-dev
-  libgtest-dev libgmock-dev libibverbs-dev librdmacm-dev libsystemd-dev
+  libgtest-dev libgmock-dev libibverbs-dev librdmacm-dev libsystemd-dev libcurl4-openssl-dev
 )
 # Run-time and test tools: the rxe userspace provider, perftest as the verbs reference,
-# and what the Soft-RoCE VM harness boots (Debian's kernel under qemu, busybox initramfs).
+# what the Soft-RoCE VM harness boots (Debian's kernel under qemu, busybox initramfs),
+# systemd for systemd-analyze and systemd-sysusers (the unit's tests; systemd need not run),
+# and clang with its sanitizer and libFuzzer runtimes (libclang-rt-14-dev) for scripts/fuzz.sh.
 test_pkgs=(
   rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
-  iproute2 kmod qemu-system-x86 busybox-static python3
+  iproute2 kmod qemu-system-x86 busybox-static python3 systemd
+  clang libclang-rt-14-dev
 )
 
 want=("${build_pkgs[@]}")

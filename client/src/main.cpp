@@ -12,6 +12,7 @@
 #include "hoprelay/transport/log.h"
 #include "producer.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
+#include "status.h"
 
 namespace {
 
@@ -48,10 +49,21 @@ int main(int argc, char** argv) {
 
   std::string path;
   auto* validate = app.add_subcommand("validate", "Check a topology file; exit 78 on errors");
+  std::string validate_node;
   validate->add_option("file", path, "Topology TOML file")->required();
+  validate->add_option("--node", validate_node,
+                       "Load only this node's stage plugin, as hoprelayd --node does (the "
+                       "other nodes' plugins need not exist on this host)");
 
   auto* graph = app.add_subcommand("graph", "Print the topology as Graphviz DOT");
   graph->add_option("file", path, "Topology TOML file")->required();
+
+  auto* status = app.add_subcommand(
+      "status", "One table of every node: up/down, links, messages/s, held, queued, errors");
+  double interval_s = 1.0;
+  status->add_option("--topology,-t", path, "Topology TOML file")->required();
+  status->add_option("--interval", interval_s, "Seconds between the two scrapes that give rates")
+      ->check(CLI::Range(0.1, 60.0));
 
   auto* send = app.add_subcommand("send", "Send messages into a head node as a producer");
   std::string to;
@@ -82,10 +94,20 @@ int main(int argc, char** argv) {
 
   // validate and graph check every node's plugin; a producer needs none of them.
   using Mode = config::PluginCheck::Mode;
-  auto topology = load_or_report(path, {send->parsed() ? Mode::kNone : Mode::kAll, ""});
+  config::PluginCheck plugins{Mode::kNone, ""};
+  if (validate->parsed() && !validate_node.empty()) {
+    plugins = {Mode::kNode, validate_node};
+  } else if (validate->parsed() || graph->parsed()) {
+    plugins = {Mode::kAll, ""};
+  }
+  auto topology = load_or_report(path, plugins);
   if (!topology) return kExitConfig;
 
   if (validate->parsed()) {
+    if (!validate_node.empty() && !topology->find(validate_node)) {
+      std::cerr << path << ": error: no node \"" << validate_node << "\" in the topology\n";
+      return kExitConfig;
+    }
     std::cout << "ok: " << topology->nodes.size() << " nodes, " << topology->link_count()
               << " links\n";
     return 0;
@@ -93,6 +115,10 @@ int main(int argc, char** argv) {
   if (graph->parsed()) {
     std::cout << config::to_dot(*topology);
     return 0;
+  }
+  if (status->parsed()) {
+    return client::run_status(*topology,
+                              std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
   }
 
   // send

@@ -1,5 +1,5 @@
 // hoprelayd: runs one node of a hoprelay pipeline in the foreground (systemd runs it as
-// hoprelayd@NODE.service). Logs go to stderr, where journald picks them up.
+// hoprelayd@NODE.service, Type=notify). Logs go to stderr, where journald picks them up.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -14,6 +14,7 @@
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/transport/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
+#include "systemd_notify.h"
 
 namespace {
 
@@ -25,6 +26,12 @@ std::string short_hostname() {
   gethostname(buf, sizeof(buf) - 1);
   std::string h(buf);
   return h.substr(0, h.find('.'));
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
 // SIGTERM/SIGINT (drain and exit) and SIGHUP arrive as readable events in the node's loop.
@@ -84,6 +91,9 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   // journald adds its own timestamps; the node name on every line tells interleaved logs apart.
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + node_name + "] %n: %v");
+  // Under systemd (Type=notify): READY=1 once the node serves, STATUS= for `systemctl status`,
+  // WATCHDOG=1 from the loop, STOPPING=1 at the drain. A no-op anywhere else.
+  daemon::SystemdNotifier notifier;
 
   config::Topology topology;
   try {
@@ -91,33 +101,57 @@ int main(int argc, char** argv) {
     topology = config::load_topology(topology_path, {config::PluginCheck::Mode::kNode, node_name});
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
+    const auto& all = e.diagnostics();
+    notifier.status(
+        "invalid topology: " + (all.empty() ? topology_path : all.front().format()) +
+        (all.size() > 1 ? fmt::format(" (and {} more in the log)", all.size() - 1) : ""));
     return kExitConfig;
   } catch (const std::exception& e) {
     std::cerr << "hoprelayd: " << e.what() << "\n";
+    notifier.status(e.what());
     return kExitConfig;
   }
   const config::NodeSpec* spec = topology.find(node_name);
   if (!spec) {
-    std::string names;
-    for (const auto& n : topology.nodes) names += (names.empty() ? "" : ", ") + n.name;
+    std::vector<std::string> names;
+    for (const auto& n : topology.nodes) names.push_back(n.name);
     std::cerr << "hoprelayd: node \"" << node_name << "\" is not in " << topology_path
-              << " (nodes: " << names << "); pass --node NAME\n";
+              << " (nodes: " << join(names) << "); pass --node NAME\n";
+    notifier.status("node " + node_name + " is not in " + topology_path);
     return kExitConfig;
   }
 
+  // Ready for systemd once the node listens and every downstream link has come up once (a
+  // leaf: once it listens), so units ordered after this one find the pipeline below it up.
+  std::string serving;
+  bool downstream_ready = spec->downstream.empty();
   transport::EventLoop loop;
   std::unique_ptr<daemon::Node> node;
   try {
     stages::Stage stage(stages::resolve(spec->stage.plugin), spec->name, spec->stage.params);
     node = std::make_unique<daemon::Node>(topology, node_name, loop, std::move(stage));
+    serving = std::string(node->transport_name()) + ", listening on " + spec->listen.to_string();
+    node->on_downstream_ready([&] {
+      downstream_ready = true;
+      notifier.ready("running: " + serving + ", forwarding to " + join(spec->downstream));
+    });
     node->start();
   } catch (const stages::StageError& e) {
     spdlog::error("{}", e.what());
+    notifier.status(e.what());
     return kExitConfig;
   } catch (const std::exception& e) {
     spdlog::error("cannot start: {}", e.what());
+    notifier.status(std::string("cannot start: ") + e.what());
     return kExitUnavailable;
   }
+  if (spec->downstream.empty()) {
+    notifier.ready("running: " + serving + " (no downstream peers)");
+  } else if (!downstream_ready) {
+    notifier.status("starting: " + serving + "; waiting for the downstream links to " +
+                    join(spec->downstream) + " to come up");
+  }
+  notifier.start_watchdog(loop);
 
   int exit_code = 0;
   bool stopping = false;
@@ -130,23 +164,31 @@ int main(int argc, char** argv) {
     }
     if (stopping) {
       spdlog::warn("second {}: exiting without waiting", strsignal(sig));
+      notifier.status("stopping without waiting (second signal)");
       loop.stop();
       return;
     }
     stopping = true;
     spdlog::info("{}: draining", strsignal(sig));
-    node->drain(std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)),
-                [&](uint64_t left) {
-                  if (left == 0) {
-                    spdlog::info("drained: every message acknowledged downstream; exiting");
-                  } else {
-                    spdlog::warn(
-                        "drain timed out: {} messages not acknowledged downstream; "
-                        "their upstream replays them when this node is back",
-                        left);
-                  }
-                  loop.stop();
-                });
+    notifier.stopping(
+        fmt::format("draining: {} messages in flight, waiting up to {} s for "
+                    "their downstream acknowledgements",
+                    node->held(), drain_timeout_s));
+    node->drain(
+        std::chrono::milliseconds(static_cast<int64_t>(drain_timeout_s * 1000)),
+        [&](uint64_t left) {
+          if (left == 0) {
+            spdlog::info("drained: every message acknowledged downstream; exiting");
+            notifier.status("drained; exiting");
+          } else {
+            spdlog::warn(
+                "drain timed out: {} messages not acknowledged downstream; "
+                "their upstream replays them when this node is back",
+                left);
+            notifier.status(fmt::format("drain timed out with {} messages left; exiting", left));
+          }
+          loop.stop();
+        });
   });
 
   std::function<void()> tick = [&] {

@@ -61,6 +61,21 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                  .Name("hoprelay_downstream_queued")
                  .Help("Messages waiting for credit or for the link, by downstream peer")
                  .Register(r);
+  credits_ = &BuildGauge()
+                  .Name("hoprelay_link_credits")
+                  .Help("Frames the downstream peer lets this node send now (0 while down)")
+                  .Register(r);
+  link_slots_ = &BuildGauge()
+                     .Name("hoprelay_link_slots_in_use")
+                     .Help("Receive slots of the inbound link from the peer holding a message")
+                     .Register(r);
+  stage_seconds_ = std::make_shared<HistogramFamily>("hoprelay_stage_duration_seconds",
+                                                     "Time the stage took per message, by stage");
+  residence_seconds_ = std::make_shared<HistogramFamily>(
+      "hoprelay_residence_seconds",
+      "Per-hop residence: from a message's arrival in its slot to its release (acknowledged by "
+      "every downstream, or consumed)");
+  process_ = std::make_shared<ProcessCollector>();
   BuildGauge()
       .Name("hoprelay_build_info")
       .Help("Version and transport of this hoprelayd")
@@ -76,6 +91,9 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                                "): is the port in use? change `metrics` in the topology");
     }
     exposer_->RegisterCollectable(registry_);
+    exposer_->RegisterCollectable(stage_seconds_);
+    exposer_->RegisterCollectable(residence_seconds_);
+    exposer_->RegisterCollectable(process_);
   }
 }
 
@@ -108,6 +126,18 @@ prometheus::Gauge& NodeMetrics::slots_in_use() {
 }
 prometheus::Gauge& NodeMetrics::queued(const std::string& peer) {
   return queued_->Add({{"peer", peer}});
+}
+prometheus::Gauge& NodeMetrics::credits(const std::string& peer) {
+  return credits_->Add({{"peer", peer}});
+}
+prometheus::Gauge& NodeMetrics::link_slots_in_use(const std::string& peer) {
+  return link_slots_->Add({{"peer", peer}});
+}
+LatencyHistogram& NodeMetrics::stage_seconds(const std::string& stage) {
+  return stage_seconds_->add({{"stage", stage}});
+}
+LatencyHistogram& NodeMetrics::residence_seconds() {
+  return residence_seconds_->add({});
 }
 
 }  // namespace hoprelay::daemon

@@ -4,6 +4,7 @@
 #include <prometheus/gauge.h>
 
 #include <algorithm>
+#include <ctime>
 
 #include "hoprelay/transport/log.h"
 
@@ -13,6 +14,13 @@ namespace {
 spdlog::logger& log() {
   static auto logger = module_logger("node");
   return *logger;
+}
+
+// Monotonic nanoseconds (vDSO clock_gettime: no system call on the data path).
+inline uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
 // Spreads origins over branches for route = "hash": one origin always takes the same branch.
@@ -41,7 +49,10 @@ Node::Node(const config::Topology& topology, const std::string& node_name,
   dropped_by_stage_ = &metrics_->dropped("stage_drop");
   dropped_stage_error_ = &metrics_->dropped("stage_error");
   dropped_too_large_ = &metrics_->dropped("too_large_for_peer");
+  dropped_duplicate_ = &metrics_->dropped("duplicate");
   slots_in_use_ = &metrics_->slots_in_use();
+  stage_seconds_ = &metrics_->stage_seconds(stage_name);
+  residence_seconds_ = &metrics_->residence_seconds();
   downstream_.reserve(spec_.downstream.size());
   for (const auto& name : spec_.downstream) {
     Downstream& d = downstream_.emplace_back();
@@ -49,6 +60,7 @@ Node::Node(const config::Topology& topology, const std::string& node_name,
     d.waiting = RingQueue<transport::Slot*>(size_t{spec_.slots} * 4);
     d.metrics = metrics_->outbound(name);
     d.queued = &metrics_->queued(name);
+    d.credits = &metrics_->credits(name);
   }
 }
 
@@ -94,7 +106,7 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
 void Node::on_inbound_up(transport::InboundLink& link) {
   std::string peer =
       link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
-  Inbound in{&link, metrics_->inbound(peer)};
+  Inbound in{&link, metrics_->inbound(peer), &metrics_->link_slots_in_use(peer)};
   in.metrics.up->Increment();  // a count: several producers share the "producer" label
   inbound_.push_back(in);
 }
@@ -107,7 +119,8 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   inbound_.erase(it);
 }
 
-// A message's walk through the node: stage in place, then route from the same slot.
+// A message's walk through the node: drop a replayed copy, stage in place, then route from
+// the same slot.
 void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   for (auto& in : inbound_) {
     if (in.link == &link) {
@@ -115,6 +128,12 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
       in.metrics.bytes->Increment(slot.length);
       break;
     }
+  }
+  slot.arrived_ns = now_ns();
+  if (!dedup_.first_time(slot.origin, slot.seq)) {
+    // Already taken (a replay after a link or peer failure): acknowledge, do not deliver.
+    dropped_duplicate_->Increment();
+    return consume(link, slot);
   }
   const uint32_t capacity = spec_.slot_size;
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
@@ -124,6 +143,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    slot.flags,
                    slot.seq};
   hoprelay_verdict verdict = stage_.process(msg);
+  stage_seconds_->observe_ns(now_ns() - slot.arrived_ns);
   if (verdict == HOPRELAY_FORWARD && msg.length > capacity) verdict = HOPRELAY_ERROR;
   switch (verdict) {
     case HOPRELAY_FORWARD:
@@ -132,13 +152,13 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
     case HOPRELAY_DROP:
       stage_drop_->Increment();
       dropped_by_stage_->Increment();
-      return link.release(slot);
+      return consume(link, slot);
     default:
       stage_error_->Increment();
       dropped_stage_error_->Increment();
-      return link.release(slot);
+      return consume(link, slot);
   }
-  if (downstream_.empty()) return link.release(slot);  // a leaf: the stage consumed it
+  if (downstream_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
   slot.length = msg.length;
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
   slot.flags = static_cast<uint16_t>(msg.flags & transport::kKnownFlags);
@@ -198,8 +218,14 @@ void Node::pump(Downstream& d) {
 
 void Node::release(transport::Slot& slot) {
   --held_;
+  residence_seconds_->observe_ns(now_ns() - slot.arrived_ns);
   slot.link->release(slot);
   if (draining_) check_drained();
+}
+
+void Node::consume(transport::InboundLink& link, transport::Slot& slot) {
+  residence_seconds_->observe_ns(now_ns() - slot.arrived_ns);
+  link.release(slot);
 }
 
 Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
@@ -230,6 +256,10 @@ void Node::on_outbound_up(transport::OutboundLink& link) {
   d.metrics.up->Set(1);
   if (d.was_up) metrics_->reconnects(d.name).Increment();
   d.was_up = true;
+  if (downstream_ready_ && std::all_of(downstream_.begin(), downstream_.end(),
+                                       [](const Downstream& x) { return x.was_up; })) {
+    std::exchange(downstream_ready_, nullptr)();
+  }
 }
 
 void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
@@ -239,7 +269,11 @@ void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
 void Node::tick() {
   stage_.flush();
   slots_in_use_->Set(static_cast<double>(held_));
-  for (auto& d : downstream_) d.queued->Set(static_cast<double>(d.waiting.size()));
+  for (auto& d : downstream_) {
+    d.queued->Set(static_cast<double>(d.waiting.size()));
+    d.credits->Set(d.link ? d.link->credits() : 0);
+  }
+  for (auto& in : inbound_) in.slots_in_use->Set(in.link->slots_in_use());
 }
 
 void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done) {

@@ -10,115 +10,15 @@
 
 #include <cstring>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "harness.h"
+#include "pipeline.h"
 
 namespace hoprelay::test {
 namespace {
-
-struct NodeDef {
-  std::string name;
-  std::vector<std::string> downstream;
-  std::string stage = "{ plugin = \"passthrough\" }";
-  std::string extra;  // more keys, e.g. route = "round-robin"
-  uint16_t port = 0;
-  uint16_t metrics = 0;
-};
-
-// A pipeline of real daemons described by NodeDefs; every daemon is stopped with SIGTERM at the
-// end and must exit 0 (drain works).
-class Pipeline {
- public:
-  Pipeline(const TempDir& dir, std::vector<NodeDef> nodes, std::string pipeline_extra = "")
-      : dir_(dir), nodes_(std::move(nodes)) {
-    std::ostringstream t;
-    t << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
-      << pipeline_extra << "\n";
-    for (auto& n : nodes_) {
-      n.port = free_port();
-      n.metrics = free_port();
-      t << "[nodes." << n.name << "]\nlisten = \"127.0.0.1:" << n.port << "\"\n"
-        << "metrics = \"127.0.0.1:" << n.metrics << "\"\n";
-      if (!n.downstream.empty()) {
-        t << "downstream = [";
-        for (size_t i = 0; i < n.downstream.size(); ++i) {
-          t << (i ? ", " : "") << '"' << n.downstream[i] << '"';
-        }
-        t << "]\n";
-      }
-      t << "stage = " << n.stage << "\n" << n.extra << "\n";
-    }
-    topology_ = dir_ / "topology.toml";
-    write_file(topology_, t.str());
-  }
-
-  void start_all() {
-    // Sinks first is not required (links retry), but it keeps the logs quiet.
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) start(it->name);
-    for (auto& n : nodes_) {
-      ASSERT_TRUE(wait_until([&] { return !scrape(n.metrics).empty(); }, 10s))
-          << n.name << " did not come up:\n"
-          << procs_[n.name]->output();
-    }
-  }
-  void start(const std::string& name) {
-    procs_[name] = std::make_unique<Process>(
-        std::vector<std::string>{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name},
-        dir_ / (name + ".log"));
-  }
-  Process& proc(const std::string& name) { return *procs_.at(name); }
-  const NodeDef& node(const std::string& name) const {
-    for (auto& n : nodes_) {
-      if (n.name == name) return n;
-    }
-    throw std::runtime_error("no node " + name);
-  }
-
-  RunResult send(const std::string& to, uint64_t count, uint32_t size,
-                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{
-        HOPRELAY_BIN, "send",    "--topology",          topology_.string(), "--to",
-        to,           "--count", std::to_string(count), "--size",           std::to_string(size)};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return run(argv);
-  }
-
-  // SIGTERM to every daemon, head first; each must drain and exit 0.
-  void stop_all() {
-    for (auto& n : nodes_) {
-      if (procs_.count(n.name)) procs_[n.name]->signal(SIGTERM);
-    }
-    for (auto& n : nodes_) {
-      if (!procs_.count(n.name)) continue;
-      EXPECT_EQ(procs_[n.name]->wait(20s), 0) << n.name << ":\n" << procs_[n.name]->output();
-    }
-  }
-
-  const fs::path& topology() const { return topology_; }
-
- private:
-  const TempDir& dir_;
-  std::vector<NodeDef> nodes_;
-  fs::path topology_;
-  std::map<std::string, std::unique_ptr<Process>> procs_;
-};
-
-std::string sink(const TempDir& dir, const std::string& name) {
-  return "{ plugin = \"verify-sink\", report = \"" + (dir / (name + ".json")).string() + "\" }";
-}
-
-bool report_has(const TempDir& dir, const std::string& name, long long received) {
-  return read_report(dir / (name + ".json")).received >= received;
-}
-
-void expect_clean(const Report& r, long long received) {
-  EXPECT_EQ(r.received, received);
-  EXPECT_EQ(r.duplicates, 0);
-  EXPECT_EQ(r.missing, 0);
-  EXPECT_EQ(r.corrupt, 0);
-}
 
 TEST(Pipeline, ChainABCDelivers100kWithZeroLoss) {
   TempDir dir;
@@ -150,6 +50,22 @@ TEST(Pipeline, MetricsCountTheTraffic) {
   EXPECT_EQ(metric_value(b, "hoprelay_messages_received_total", "peer=\"a\""), 1000);
   EXPECT_EQ(metric_value(b, "hoprelay_stage_messages_total", "verdict=\"forward\""), 1000);
   EXPECT_EQ(metric_value(a, "hoprelay_link_up", "peer=\"b\""), 1);
+  // Latency histograms: one observation per message, per stage and per hop.
+  EXPECT_EQ(metric_value(b, "hoprelay_stage_duration_seconds_count", "stage=\"verify-sink\""),
+            1000);
+  EXPECT_EQ(metric_value(a, "hoprelay_residence_seconds_count"), 1000);
+  EXPECT_EQ(metric_value(b, "hoprelay_residence_seconds_bucket", "le=\"+Inf\""), 1000);
+  // Gauges are sampled once a second: every credit is back once the traffic is acknowledged.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(p.node("a").metrics), "hoprelay_link_credits", "peer=\"b\"") ==
+               32;
+      },
+      3s));
+  // The standard process metrics.
+  EXPECT_GT(metric_value(a, "process_resident_memory_bytes"), 1e6);
+  EXPECT_GT(metric_value(a, "process_open_fds"), 3);
+  EXPECT_GT(metric_value(a, "process_start_time_seconds"), 1.7e9);
   p.stop_all();
 }
 
@@ -336,6 +252,34 @@ TEST(Pipeline, FileIsSentInChunksAndRecordedByFileSink) {
   EXPECT_EQ(joined, data);
 }
 
+TEST(Pipeline, StatusShowsEveryNodeInOneTable) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  Process producer({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a",
+                    "--count", "4000", "--size", "64", "--rate", "1000"},
+                   dir / "send.log");
+  std::this_thread::sleep_for(500ms);
+  RunResult r = run({HOPRELAY_BIN, "status", "--topology", p.topology().string()});
+  ASSERT_EQ(r.code, 0) << r.output;
+  // a: one producer in, b out; about 1000 msg/s through both.
+  std::regex row_a(R"(\na +up +tcp +1 +1/1 +(\d+) +(\d+) )");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, row_a)) << r.output;
+  EXPECT_GT(std::stoi(m[1]), 300) << r.output;
+  EXPECT_GT(std::stoi(m[2]), 300) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nb +up +tcp +1 +0/0 )"))) << r.output;
+  EXPECT_EQ(producer.wait(30s), 0);
+  // A node that does not answer is shown as down, and status says so in its exit code.
+  p.proc("b").signal(SIGTERM);
+  EXPECT_EQ(p.proc("b").wait(20s), 0);
+  r = run({HOPRELAY_BIN, "status", "--topology", p.topology().string(), "--interval", "0.2"});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nb +DOWN +\(no answer from)")))
+      << r.output;
+  p.stop_all();
+}
+
 TEST(Pipeline, GarbageFromAStrangerClosesOnlyItsOwnLink) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
@@ -359,6 +303,48 @@ TEST(Pipeline, GarbageFromAStrangerClosesOnlyItsOwnLink) {
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 1000); }, 5s));
   p.stop_all();
   expect_clean(read_report(dir / "b.json"), 1000);
+}
+
+}  // namespace
+}  // namespace hoprelay::test
+
+namespace hoprelay::test {
+namespace {
+
+TEST(Cli, ValidateAndGraph) {
+  TempDir dir;
+  write_file(dir / "good.toml",
+             "[pipeline]\nname = \"p\"\n[nodes.a]\nlisten = \"127.0.0.1:1\"\ndownstream = "
+             "[\"b\", \"c\"]\n[nodes.b]\nlisten = \"127.0.0.1:2\"\n[nodes.c]\nlisten = "
+             "\"127.0.0.1:3\"\nstage = { plugin = \"/nonexistent/c.so\" }\n");
+  write_file(dir / "bad.toml",
+             "[pipeline]\nname = \"p\"\nslots = 1\n[nodes.a]\nlisten = \"127.0.0.1\"\ndownstrem "
+             "= [\"a\"]\n");
+  // Every node's plugin is checked by default; --node checks only that node's.
+  RunResult r = run({HOPRELAY_BIN, "validate", (dir / "good.toml").string()});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find("good.toml:10:20: error: nodes.c.stage.plugin: cannot load stage plugin"),
+            std::string::npos)
+      << r.output;
+  r = run({HOPRELAY_BIN, "validate", "--node", "a", (dir / "good.toml").string()});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, "ok: 3 nodes, 2 links\n");
+  // Every error of the file, each with its position.
+  r = run({HOPRELAY_BIN, "validate", (dir / "bad.toml").string()});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_NE(r.output.find("bad.toml:3:9: error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bad.toml:5:10: error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bad.toml:6:1: error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did you mean \"downstream\"?"), std::string::npos) << r.output;
+  r = run({HOPRELAY_BIN, "graph", (dir / "bad.toml").string()});
+  EXPECT_EQ(r.code, 78);
+  write_file(dir / "ok.toml",
+             "[pipeline]\nname = \"p\"\n[nodes.a]\nlisten = \"127.0.0.1:1\"\ndownstream = "
+             "[\"b\"]\n[nodes.b]\nlisten = \"127.0.0.1:2\"\n");
+  r = run({HOPRELAY_BIN, "graph", (dir / "ok.toml").string()});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("digraph \"p\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"a\" -> \"b\""), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -77,3 +77,53 @@ TEST(RingQueue, KeepsOrderAcrossGrowthAndPushFront) {
 
 }  // namespace
 }  // namespace hoprelay::transport
+
+#include "hoprelay/daemon/dedup.h"
+
+namespace hoprelay::daemon {
+namespace {
+
+TEST(Dedup, FirstTimeOnlyPerOrigin) {
+  DedupTable t;
+  EXPECT_TRUE(t.first_time(1, 0));
+  EXPECT_TRUE(t.first_time(1, 1));
+  EXPECT_FALSE(t.first_time(1, 0));
+  EXPECT_TRUE(t.first_time(2, 0)) << "another origin has its own sequence space";
+  EXPECT_FALSE(t.first_time(2, 0));
+}
+
+TEST(Dedup, ReplayedRangeIsDroppedOutOfOrderArrivalsAreNot) {
+  DedupTable t;
+  for (uint64_t s = 0; s < 1000; s += 2) ASSERT_TRUE(t.first_time(7, s));  // evens first
+  for (uint64_t s = 1; s < 1000; s += 2) ASSERT_TRUE(t.first_time(7, s));  // odds late
+  for (uint64_t s = 900; s < 1000; ++s) ASSERT_FALSE(t.first_time(7, s));   // a replay
+  EXPECT_TRUE(t.first_time(7, 1000));
+}
+
+TEST(Dedup, WindowSlidesAndForgetsOnlyWhatIsTooOld) {
+  DedupTable t;
+  const uint64_t w = DedupTable::kWindow;
+  ASSERT_TRUE(t.first_time(3, 5));
+  ASSERT_TRUE(t.first_time(3, 3 * w));  // far ahead: the window slides
+  EXPECT_FALSE(t.first_time(3, 5)) << "fell out of the window: treated as a repeat";
+  EXPECT_TRUE(t.first_time(3, 3 * w - 10)) << "inside the new window, never seen";
+  EXPECT_FALSE(t.first_time(3, 3 * w - 10));
+  // A long stream: every message once, then the last window replayed.
+  DedupTable u;
+  for (uint64_t s = 0; s < 4 * w; ++s) ASSERT_TRUE(u.first_time(9, s)) << s;
+  for (uint64_t s = 4 * w - 100; s < 4 * w; ++s) ASSERT_FALSE(u.first_time(9, s)) << s;
+}
+
+TEST(Dedup, OriginsAreBoundedLeastRecentlyUsedFirst) {
+  DedupTable t(2);
+  t.first_time(1, 0);
+  t.first_time(2, 0);
+  t.first_time(1, 1);  // 1 used more recently than 2
+  t.first_time(3, 0);  // evicts 2
+  EXPECT_EQ(t.origins(), 2u);
+  EXPECT_FALSE(t.first_time(1, 0)) << "origin 1 kept";
+  EXPECT_TRUE(t.first_time(2, 0)) << "origin 2 was forgotten";
+}
+
+}  // namespace
+}  // namespace hoprelay::daemon

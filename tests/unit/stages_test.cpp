@@ -175,6 +175,31 @@ TEST_F(TempDir, VerifySinkCountsAndReports) {
   EXPECT_FALSE(fs::exists(dir_ / "r.json.tmp"));
 }
 
+TEST_F(TempDir, VerifySinkResumesAfterACrashAndCountsReplaysAsRedelivered) {
+  fs::path report = dir_ / "r.json";
+  auto feed = [](Stage& s, uint64_t from, uint64_t to) {
+    for (uint64_t seq = from; seq < to; ++seq) {
+      Buf b(64, 64, 5, seq);
+      s.process(b.msg);
+    }
+  };
+  {
+    Stage sink = make("verify-sink", {{"report", report.string()}});
+    feed(sink, 0, 100);  // the first run consumes 0..99, then "dies"
+  }
+  {
+    Stage sink = make("verify-sink", {{"report", report.string()}});
+    feed(sink, 90, 200);  // the upstream replays 90..99 (unacknowledged), then goes on
+    Buf again(64, 64, 5, 150);
+    EXPECT_EQ(sink.process(again.msg), HOPRELAY_DROP) << "twice in one run";
+  }
+  std::string json = slurp(report);
+  EXPECT_NE(json.find("\"received\": 200,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"duplicates\": 1,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"missing\": 0,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"redelivered\": 10,"), std::string::npos) << json;
+}
+
 TEST_F(TempDir, VerifySinkRefusesUnwritableReport) {
   EXPECT_THROW(make("verify-sink", {{"report", (dir_ / "no/such/dir/r.json").string()}}),
                StageError);

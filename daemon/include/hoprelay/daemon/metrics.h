@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/latency.h"
 
 namespace prometheus {
 class Counter;
@@ -44,6 +45,10 @@ class NodeMetrics {
   prometheus::Counter& reconnects(const std::string& peer);
   prometheus::Gauge& slots_in_use();
   prometheus::Gauge& queued(const std::string& peer);
+  prometheus::Gauge& credits(const std::string& peer);
+  prometheus::Gauge& link_slots_in_use(const std::string& peer);
+  LatencyHistogram& stage_seconds(const std::string& stage);
+  LatencyHistogram& residence_seconds();
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -59,6 +64,11 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* reconnects_;
   prometheus::Family<prometheus::Gauge>* slots_;
   prometheus::Family<prometheus::Gauge>* queued_;
+  prometheus::Family<prometheus::Gauge>* credits_;
+  prometheus::Family<prometheus::Gauge>* link_slots_;
+  std::shared_ptr<HistogramFamily> stage_seconds_;
+  std::shared_ptr<HistogramFamily> residence_seconds_;
+  std::shared_ptr<ProcessCollector> process_;
 };
 
 }  // namespace hoprelay::daemon

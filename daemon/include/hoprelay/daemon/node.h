@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/stages/stage.h"
@@ -29,6 +30,9 @@ class Node final : public transport::LinkEvents {
 
   // Listens and connects to every downstream peer.
   void start();
+  // Called once, from the loop, when every downstream link has been up at least once (systemd
+  // readiness in hoprelayd). Never called for a node without downstream peers.
+  void on_downstream_ready(std::function<void()> fn) { downstream_ready_ = std::move(fn); }
   // Stops taking data, waits until every held slot is acknowledged downstream (or `timeout`),
   // then calls done(messages_left).
   void drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done);
@@ -55,18 +59,22 @@ class Node final : public transport::LinkEvents {
     RingQueue<transport::Slot*> waiting;  // routed here, not yet posted
     PeerMetrics metrics;
     prometheus::Gauge* queued = nullptr;
+    prometheus::Gauge* credits = nullptr;
     bool was_up = false;
     bool warned_too_large = false;
   };
   struct Inbound {
     transport::InboundLink* link;
     PeerMetrics metrics;
+    prometheus::Gauge* slots_in_use;
   };
 
   Downstream& downstream_of(transport::OutboundLink& link);
   void route(transport::Slot& slot);
   void pump(Downstream& d);
   void release(transport::Slot& slot);
+  // Gives back a slot that was not routed downstream (consumed at a leaf, dropped).
+  void consume(transport::InboundLink& link, transport::Slot& slot);
   void check_drained();
 
   const config::Topology& topology_;
@@ -77,10 +85,12 @@ class Node final : public transport::LinkEvents {
   std::unique_ptr<transport::Transport> transport_;
   std::vector<Downstream> downstream_;
   std::vector<Inbound> inbound_;
+  DedupTable dedup_;
   size_t round_robin_ = 0;
   uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
   bool draining_ = false;
   std::function<void(uint64_t)> drained_;
+  std::function<void()> downstream_ready_;
   transport::EventLoop::TimerId drain_timer_ = 0;
   // Hot-path counters, resolved once.
   prometheus::Counter* stage_forward_;
@@ -89,7 +99,10 @@ class Node final : public transport::LinkEvents {
   prometheus::Counter* dropped_by_stage_;
   prometheus::Counter* dropped_stage_error_;
   prometheus::Counter* dropped_too_large_;
+  prometheus::Counter* dropped_duplicate_;
   prometheus::Gauge* slots_in_use_;
+  LatencyHistogram* stage_seconds_;
+  LatencyHistogram* residence_seconds_;
 };
 
 }  // namespace hoprelay::daemon

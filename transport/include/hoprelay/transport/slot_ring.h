@@ -29,6 +29,7 @@ struct Slot {
   uint16_t flags = 0;
   uint16_t refs = 0;  // node bookkeeping: downstream posts not yet acknowledged
   uint64_t seq = 0;
+  uint64_t arrived_ns = 0;  // node bookkeeping: monotonic arrival time (residence metric)
   bool held = false;
   std::byte* payload() const { return frame + kFrameHeaderSize; }
 };

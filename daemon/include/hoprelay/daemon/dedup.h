@@ -1,0 +1,48 @@
+// Drops messages a node has already taken: replays after a peer or link failure resend every
+// unacknowledged frame, so a downstream node can see a message twice. The table remembers, per
+// origin, which sequence numbers arrived within a sliding window.
+//
+// Why a window is enough: every link holds at most `slots` (<= 4096) unacknowledged frames, so
+// a message can arrive late, relative to later messages of its origin, only by what the links
+// on its path hold. kWindow (65536) covers 16 hops of the largest slot rings.
+//
+// Bounded memory: at most kMaxOrigins origins (8 KiB each); the one idle longest is forgotten
+// first. A forgotten origin that comes back starts a fresh window.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace hoprelay::daemon {
+
+class DedupTable {
+ public:
+  static constexpr uint64_t kWindow = 65536;
+  static constexpr size_t kMaxOrigins = 1024;
+
+  explicit DedupTable(size_t max_origins = kMaxOrigins) : max_origins_(max_origins) {}
+
+  // True the first time (origin, seq) is seen; false for a repeat, or for a sequence number
+  // that fell out of the window (too old to tell: treated as a repeat).
+  bool first_time(uint32_t origin, uint64_t seq);
+  size_t origins() const { return windows_.size(); }
+
+ private:
+  struct Window {
+    uint64_t base = 0;           // bits cover [base, base + kWindow); base % 64 == 0
+    std::vector<uint64_t> bits;  // kWindow / 64 words, a ring indexed by (seq / 64) % size
+    uint64_t last_use = 0;
+  };
+  Window& window_for(uint32_t origin, uint64_t seq);
+  void evict_oldest();
+
+  size_t max_origins_;
+  uint64_t clock_ = 0;
+  std::unordered_map<uint32_t, Window> windows_;
+  uint32_t last_origin_ = 0;
+  Window* last_ = nullptr;
+};
+
+}  // namespace hoprelay::daemon

@@ -1,0 +1,65 @@
+// Latency histograms the data loop can afford: one relaxed atomic add per observation (no
+// lock: prometheus-cpp's Histogram takes a mutex per Observe), buckets from 1 microsecond, not
+// the web defaults. The metrics server's thread reads them through HistogramFamily::Collect.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+namespace hoprelay::daemon {
+
+class LatencyHistogram {
+ public:
+  // Upper bounds in nanoseconds: 1 us ... 5 s, 1-2-5 steps.
+  static constexpr std::array<uint64_t, 21> kBoundsNs = {
+      1'000,         2'000,         5'000,        10'000,      20'000,      50'000,
+      100'000,       200'000,       500'000,      1'000'000,   2'000'000,   5'000'000,
+      10'000'000,    20'000'000,    50'000'000,   100'000'000, 200'000'000, 500'000'000,
+      1'000'000'000, 2'000'000'000, 5'000'000'000};
+
+  void observe_ns(uint64_t ns) {
+    size_t i = 0;
+    while (i < kBoundsNs.size() && ns > kBoundsNs[i]) ++i;
+    counts_[i].fetch_add(1, std::memory_order_relaxed);
+    sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
+  void collect(prometheus::ClientMetric& out) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBoundsNs.size() + 1> counts_{};  // last: +Inf
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
+// A histogram metric family with a fixed label set per child, added on the setup path.
+class HistogramFamily final : public prometheus::Collectable {
+ public:
+  HistogramFamily(std::string name, std::string help)
+      : name_(std::move(name)), help_(std::move(help)) {}
+  LatencyHistogram& add(std::vector<std::pair<std::string, std::string>> labels);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  std::string name_;
+  std::string help_;
+  std::vector<std::pair<std::vector<std::pair<std::string, std::string>>,
+                        std::unique_ptr<LatencyHistogram>>>
+      children_;
+};
+
+// The standard process_* metrics (CPU seconds, resident and virtual memory, open and maximum
+// file descriptors, start time), which prometheus-cpp does not provide: read from /proc at
+// scrape time.
+class ProcessCollector final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override;
+};
+
+}  // namespace hoprelay::daemon

@@ -1,0 +1,135 @@
+// A pipeline of real hoprelayd processes on loopback, described in a few lines, for the
+// integration tests.
+#pragma once
+
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+
+namespace hoprelay::test {
+
+struct NodeDef {
+  std::string name;
+  std::vector<std::string> downstream;
+  std::string stage = "{ plugin = \"passthrough\" }";
+  std::string extra;  // more keys, e.g. route = "round-robin"
+  uint16_t port = 0;
+  uint16_t metrics = 0;
+};
+
+// A pipeline of real daemons described by NodeDefs; every daemon is stopped with SIGTERM at the
+// end and must exit 0 (drain works).
+class Pipeline {
+ public:
+  Pipeline(const TempDir& dir, std::vector<NodeDef> nodes, std::string pipeline_extra = "")
+      : dir_(dir), nodes_(std::move(nodes)) {
+    std::ostringstream t;
+    t << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
+      << pipeline_extra << "\n";
+    for (auto& n : nodes_) {
+      n.port = free_port();
+      n.metrics = free_port();
+      t << "[nodes." << n.name << "]\nlisten = \"127.0.0.1:" << n.port << "\"\n"
+        << "metrics = \"127.0.0.1:" << n.metrics << "\"\n";
+      if (!n.downstream.empty()) {
+        t << "downstream = [";
+        for (size_t i = 0; i < n.downstream.size(); ++i) {
+          t << (i ? ", " : "") << '"' << n.downstream[i] << '"';
+        }
+        t << "]\n";
+      }
+      t << "stage = " << n.stage << "\n" << n.extra << "\n";
+    }
+    topology_ = dir_ / "topology.toml";
+    write_file(topology_, t.str());
+  }
+
+  void start_all() {
+    // Sinks first is not required (links retry), but it keeps the logs quiet.
+    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) start(it->name);
+    for (auto& n : nodes_) {
+      ASSERT_TRUE(wait_until([&] { return !scrape(n.metrics).empty(); }, 10s))
+          << n.name << " did not come up:\n"
+          << procs_[n.name]->output();
+    }
+  }
+  void start(const std::string& name) {
+    procs_[name] = std::make_unique<Process>(
+        std::vector<std::string>{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name},
+        dir_ / (name + ".log"));
+  }
+  // kill -9, then start again and wait until it serves metrics.
+  void crash_and_restart(const std::string& name, std::chrono::milliseconds down = 200ms) {
+    procs_.at(name)->signal(SIGKILL);
+    procs_.at(name)->wait(5s);
+    std::this_thread::sleep_for(down);
+    // The old log is kept: each incarnation appends its own file.
+    fs::rename(dir_ / (name + ".log"), dir_ / (name + "." + std::to_string(++restarts_) + ".log"));
+    start(name);
+    ASSERT_TRUE(wait_until([&] { return !scrape(node(name).metrics).empty(); }, 10s))
+        << name << " did not come back:\n"
+        << procs_[name]->output();
+  }
+  Process& proc(const std::string& name) { return *procs_.at(name); }
+  const NodeDef& node(const std::string& name) const {
+    for (auto& n : nodes_) {
+      if (n.name == name) return n;
+    }
+    throw std::runtime_error("no node " + name);
+  }
+
+  RunResult send(const std::string& to, uint64_t count, uint32_t size,
+                 std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{
+        HOPRELAY_BIN, "send",    "--topology",          topology_.string(), "--to",
+        to,           "--count", std::to_string(count), "--size",           std::to_string(size)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv);
+  }
+
+  // SIGTERM to every daemon, head first; each must drain and exit 0.
+  void stop_all() {
+    for (auto& n : nodes_) {
+      if (procs_.count(n.name)) procs_[n.name]->signal(SIGTERM);
+    }
+    for (auto& n : nodes_) {
+      if (!procs_.count(n.name)) continue;
+      EXPECT_EQ(procs_[n.name]->wait(20s), 0) << n.name << ":\n" << procs_[n.name]->output();
+    }
+  }
+
+  const fs::path& topology() const { return topology_; }
+
+ private:
+  const TempDir& dir_;
+  std::vector<NodeDef> nodes_;
+  fs::path topology_;
+  std::map<std::string, std::unique_ptr<Process>> procs_;
+  int restarts_ = 0;
+};
+
+inline std::string sink(const TempDir& dir, const std::string& name) {
+  return "{ plugin = \"verify-sink\", report = \"" + (dir / (name + ".json")).string() + "\" }";
+}
+
+inline bool report_has(const TempDir& dir, const std::string& name, long long received) {
+  return read_report(dir / (name + ".json")).received >= received;
+}
+
+inline void expect_clean(const Report& r, long long received) {
+  EXPECT_EQ(r.received, received);
+  EXPECT_EQ(r.duplicates, 0);
+  EXPECT_EQ(r.missing, 0);
+  EXPECT_EQ(r.corrupt, 0);
+}
+
+}  // namespace hoprelay::test
