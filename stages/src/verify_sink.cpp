@@ -31,9 +31,9 @@ struct OriginCounts {
   uint64_t redelivered = 0;
   uint64_t corrupt = 0;
   uint64_t bytes = 0;
-  uint64_t next_seq = 0;        // one past the highest sequence seen
-  std::vector<uint64_t> seen;   // bitmap by sequence: received in any run
-  std::vector<uint64_t> now;    // bitmap by sequence: received in this run
+  uint64_t next_seq = 0;       // one past the highest sequence seen
+  std::vector<uint64_t> seen;  // bitmap by sequence: received in any run
+  std::vector<uint64_t> now;   // bitmap by sequence: received in this run
   uint64_t missing() const { return next_seq - received; }
 };
 
@@ -90,8 +90,8 @@ class VerifySink {
     }
     uint32_t origin = 0;
     uint64_t seq = 0;
-    if (!intact || check_pattern(payload, origin, seq) != PatternCheck::kOk ||
-        origin != m.origin || seq != m.seq) {
+    if (!intact || check_pattern(payload, origin, seq) != PatternCheck::kOk || origin != m.origin ||
+        seq != m.seq) {
       record(Verdict::kCorrupt, m.origin, m.seq, m.length);
       return HOPRELAY_ERROR;
     }

@@ -96,7 +96,7 @@ TEST(Dedup, ReplayedRangeIsDroppedOutOfOrderArrivalsAreNot) {
   DedupTable t;
   for (uint64_t s = 0; s < 1000; s += 2) ASSERT_TRUE(t.first_time(7, s));  // evens first
   for (uint64_t s = 1; s < 1000; s += 2) ASSERT_TRUE(t.first_time(7, s));  // odds late
-  for (uint64_t s = 900; s < 1000; ++s) ASSERT_FALSE(t.first_time(7, s));   // a replay
+  for (uint64_t s = 900; s < 1000; ++s) ASSERT_FALSE(t.first_time(7, s));  // a replay
   EXPECT_TRUE(t.first_time(7, 1000));
 }
 
