@@ -16,6 +16,7 @@ test_pkgs=(
   rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   iproute2 kmod qemu-system-x86 busybox-static python3 systemd
   clang libclang-rt-14-dev
+  prometheus  # the server and promtool, for tests/integration/prometheus_test.cpp
 )
 
 want=("${build_pkgs[@]}")

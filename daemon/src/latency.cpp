@@ -26,6 +26,10 @@ void LatencyHistogram::collect(prometheus::ClientMetric& out) const {
 }
 
 LatencyHistogram& HistogramFamily::add(std::vector<std::pair<std::string, std::string>> labels) {
+  std::lock_guard lock(mutex_);
+  for (auto& [existing, h] : children_) {
+    if (existing == labels) return *h;
+  }
   children_.emplace_back(std::move(labels), std::make_unique<LatencyHistogram>());
   return *children_.back().second;
 }
@@ -35,6 +39,7 @@ std::vector<prometheus::MetricFamily> HistogramFamily::Collect() const {
   f.name = name_;
   f.help = help_;
   f.type = prometheus::MetricType::Histogram;
+  std::lock_guard lock(mutex_);
   for (const auto& [labels, h] : children_) {
     prometheus::ClientMetric m;
     for (const auto& [k, v] : labels) m.label.push_back({k, v});

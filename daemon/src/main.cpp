@@ -95,10 +95,12 @@ int main(int argc, char** argv) {
   // WATCHDOG=1 from the loop, STOPPING=1 at the drain. A no-op anywhere else.
   daemon::SystemdNotifier notifier;
 
-  config::Topology topology;
+  // Only this node's plugin must load on this host.
+  const config::PluginCheck plugin_check{config::PluginCheck::Mode::kNode, node_name};
+  std::shared_ptr<const config::Topology> topology_ptr;
   try {
-    // Only this node's plugin must load on this host.
-    topology = config::load_topology(topology_path, {config::PluginCheck::Mode::kNode, node_name});
+    topology_ptr = std::make_shared<const config::Topology>(
+        config::load_topology(topology_path, plugin_check));
   } catch (const config::ConfigError& e) {
     for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
     const auto& all = e.diagnostics();
@@ -111,6 +113,7 @@ int main(int argc, char** argv) {
     notifier.status(e.what());
     return kExitConfig;
   }
+  const config::Topology& topology = *topology_ptr;
   const config::NodeSpec* spec = topology.find(node_name);
   if (!spec) {
     std::vector<std::string> names;
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<daemon::Node> node;
   try {
     stages::Stage stage(stages::resolve(spec->stage.plugin), spec->name, spec->stage.params);
-    node = std::make_unique<daemon::Node>(topology, node_name, loop, std::move(stage));
+    node = std::make_unique<daemon::Node>(topology_ptr, node_name, loop, std::move(stage));
     serving = std::string(node->transport_name()) + ", listening on " + spec->listen.to_string();
     node->on_downstream_ready([&] {
       downstream_ready = true;
@@ -157,9 +160,28 @@ int main(int argc, char** argv) {
   bool stopping = false;
   Signals signals(loop, [&](int sig) {
     if (sig == SIGHUP) {
-      spdlog::warn(
-          "SIGHUP: live reload is not supported yet; restart the node to apply a "
-          "new topology");
+      // Live reload (also systemd's ExecReload): a file that does not validate, or a change
+      // that cannot be applied live, is refused and the node runs on with what it has.
+      notifier.reloading();
+      spdlog::info("SIGHUP: reloading {}", topology_path);
+      std::string refused;
+      try {
+        auto next = std::make_shared<const config::Topology>(
+            config::load_topology(topology_path, plugin_check));
+        refused = node->reload(std::move(next));
+      } catch (const config::ConfigError& e) {
+        for (const auto& d : e.diagnostics()) spdlog::error("reload refused: {}", d.format());
+        refused = "the topology file does not validate";
+      } catch (const std::exception& e) {
+        refused = e.what();
+      }
+      if (refused.empty()) {
+        notifier.ready("running: " + serving + " (topology reloaded)");
+      } else {
+        node->reload_failed();
+        spdlog::error("reload refused: {}; still running on the previous topology", refused);
+        notifier.ready("running: " + serving + " (reload refused: " + refused + ")");
+      }
       return;
     }
     if (stopping) {

@@ -8,6 +8,8 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 namespace hoprelay::daemon {
 
 using prometheus::BuildCounter;
@@ -76,6 +78,24 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
       "Per-hop residence: from a message's arrival in its slot to its release (acknowledged by "
       "every downstream, or consumed)");
   process_ = std::make_shared<ProcessCollector>();
+  reloads_ = &BuildCounter()
+                  .Name("hoprelay_config_reloads_total")
+                  .Help("Topology reloads (SIGHUP), by result (success, failure)")
+                  .Register(r);
+  last_reload_ok_ = &BuildGauge()
+                         .Name("hoprelay_config_last_reload_successful")
+                         .Help("1 if the last topology load or reload succeeded, else 0")
+                         .Register(r)
+                         .Add({});
+  last_reload_time_ = &BuildGauge()
+                           .Name("hoprelay_config_last_reload_success_timestamp_seconds")
+                           .Help("When the topology in force was loaded, as a Unix time")
+                           .Register(r)
+                           .Add({});
+  config_info_ = &BuildGauge()
+                      .Name("hoprelay_config_info")
+                      .Help("Always 1; `hash` is the FNV-1a hash of the topology file in force")
+                      .Register(r);
   BuildGauge()
       .Name("hoprelay_build_info")
       .Help("Version and transport of this hoprelayd")
@@ -138,6 +158,17 @@ LatencyHistogram& NodeMetrics::stage_seconds(const std::string& stage) {
 }
 LatencyHistogram& NodeMetrics::residence_seconds() {
   return residence_seconds_->add({});
+}
+
+void NodeMetrics::config_loaded(bool ok, uint64_t hash) {
+  // The first call is the load at start, not a reload.
+  if (loads_++ > 0) reloads_->Add({{"result", ok ? "success" : "failure"}}).Increment();
+  last_reload_ok_->Set(ok ? 1 : 0);
+  if (!ok) return;
+  last_reload_time_->SetToCurrentTime();
+  if (config_hash_) config_info_->Remove(config_hash_);
+  config_hash_ = &config_info_->Add({{"hash", fmt::format("{:016x}", hash)}});
+  config_hash_->Set(1);
 }
 
 }  // namespace hoprelay::daemon

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
 
 #include "hoprelay/transport/log.h"
 
@@ -31,17 +32,20 @@ inline size_t origin_branch(uint32_t origin, size_t branches) {
 
 }  // namespace
 
-Node::Node(const config::Topology& topology, const std::string& node_name,
+Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& node_name,
            transport::EventLoop& loop, stages::Stage stage)
-    : topology_(topology), spec_(*topology.find(node_name)), loop_(loop), stage_(std::move(stage)) {
-  transport::Identity id{transport::PeerRole::kNode, spec_.name, topology_.hash, 0};
-  transport::TransportOptions options{spec_.transport, spec_.listen, true, spec_.poll};
+    : topology_(std::move(topology)),
+      spec_(topology_->find(node_name)),
+      loop_(loop),
+      stage_(std::move(stage)) {
+  transport::Identity id{transport::PeerRole::kNode, spec_->name, topology_->hash, 0};
+  transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll};
   auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
-  log().info("node {} of pipeline {}: transport {} ({})", spec_.name, topology_.name,
+  log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,
              transport_->name(), choice.reason);
   metrics_ =
-      std::make_unique<NodeMetrics>(spec_.name, std::string(transport_->name()), spec_.metrics);
+      std::make_unique<NodeMetrics>(spec_->name, std::string(transport_->name()), spec_->metrics);
   std::string stage_name(stage_.name());
   stage_forward_ = &metrics_->stage_verdict(stage_name, "forward");
   stage_drop_ = &metrics_->stage_verdict(stage_name, "drop");
@@ -53,53 +57,71 @@ Node::Node(const config::Topology& topology, const std::string& node_name,
   slots_in_use_ = &metrics_->slots_in_use();
   stage_seconds_ = &metrics_->stage_seconds(stage_name);
   residence_seconds_ = &metrics_->residence_seconds();
-  downstream_.reserve(spec_.downstream.size());
-  for (const auto& name : spec_.downstream) {
-    Downstream& d = downstream_.emplace_back();
-    d.name = name;
-    d.waiting = RingQueue<transport::Slot*>(size_t{spec_.slots} * 4);
-    d.metrics = metrics_->outbound(name);
-    d.queued = &metrics_->queued(name);
-    d.credits = &metrics_->credits(name);
+  metrics_->config_loaded(true, topology_->hash);
+  for (const auto& name : spec_->downstream) add_downstream(name);
+  rebuild_active();
+}
+
+Node::Downstream& Node::add_downstream(const std::string& name) {
+  auto d = std::make_unique<Downstream>();
+  d->name = name;
+  d->address = topology_->find(name)->listen;
+  d->waiting = RingQueue<transport::Slot*>(size_t{spec_->slots} * 4);
+  d->metrics = metrics_->outbound(name);
+  d->queued = &metrics_->queued(name);
+  d->credits = &metrics_->credits(name);
+  downstream_.push_back(std::move(d));
+  return *downstream_.back();
+}
+
+void Node::connect(Downstream& d) {
+  const config::NodeSpec* peer = topology_->find(d.name);
+  bool write = spec_->forward == config::Forward::kWrite;
+  d.address = peer->listen;
+  d.link = transport_->connect({d.name, peer->listen, write, peer->slots});
+}
+
+void Node::rebuild_active() {
+  active_.clear();
+  for (auto& d : downstream_) {
+    if (!d->retiring) active_.push_back(d.get());
   }
 }
 
 Node::~Node() {
   // Links first: they call back into the node while they close.
-  for (auto& d : downstream_) d.link.reset();
+  for (auto& d : downstream_) d->link.reset();
   transport_.reset();
 }
 
 void Node::start() {
-  uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_.upstream.size()));
-  transport_->listen({spec_.listen, spec_.slots, spec_.slot_size, links});
-  for (auto& d : downstream_) {
-    const config::NodeSpec* peer = topology_.find(d.name);
-    bool write = spec_.forward == config::Forward::kWrite;
-    d.link = transport_->connect({d.name, peer->listen, write, peer->slots});
-  }
+  uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_->upstream.size()));
+  transport_->listen({spec_->listen, spec_->slots, spec_->slot_size, links});
+  for (auto& d : downstream_) connect(*d);
+  started_ = true;
 }
 
 bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
   if (draining_) {
     metrics_->rejected("draining").Increment();
-    reason = "node " + spec_.name + " is shutting down";
+    reason = "node " + spec_->name + " is shutting down";
     return false;
   }
   if (peer.role == transport::PeerRole::kProducer) {
-    if (spec_.is_head()) return true;
+    if (spec_->is_head()) return true;
     metrics_->rejected("producer_not_head").Increment();
-    reason = "node " + spec_.name +
+    reason = "node " + spec_->name +
              " is not a head node: producers send to a node without "
              "upstream peers";
     return false;
   }
-  if (std::find(spec_.upstream.begin(), spec_.upstream.end(), peer.name) != spec_.upstream.end()) {
+  if (std::find(spec_->upstream.begin(), spec_->upstream.end(), peer.name) !=
+      spec_->upstream.end()) {
     return true;
   }
   metrics_->rejected("not_upstream").Increment();
-  reason = "\"" + peer.name + "\" is not an upstream peer of " + spec_.name + " in topology " +
-           topology_.name;
+  reason = "\"" + peer.name + "\" is not an upstream peer of " + spec_->name + " in topology " +
+           topology_->name;
   return false;
 }
 
@@ -135,7 +157,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
     dropped_duplicate_->Increment();
     return consume(link, slot);
   }
-  const uint32_t capacity = spec_.slot_size;
+  const uint32_t capacity = spec_->slot_size;
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
                    slot.length,
                    capacity,
@@ -158,7 +180,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
       dropped_stage_error_->Increment();
       return consume(link, slot);
   }
-  if (downstream_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
+  if (active_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
   slot.length = msg.length;
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
   slot.flags = static_cast<uint16_t>(msg.flags & transport::kKnownFlags);
@@ -167,23 +189,23 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
 
 void Node::route(transport::Slot& slot) {
   ++held_;
-  switch (spec_.route) {
+  switch (spec_->route) {
     case config::Route::kBroadcast:
-      slot.refs = static_cast<uint16_t>(downstream_.size());
-      for (auto& d : downstream_) {
-        d.waiting.push_back(&slot);
-        pump(d);
+      slot.refs = static_cast<uint16_t>(active_.size());
+      for (Downstream* d : active_) {
+        d->waiting.push_back(&slot);
+        pump(*d);
       }
       return;
     case config::Route::kRoundRobin: {
       slot.refs = 1;
-      Downstream& d = downstream_[round_robin_++ % downstream_.size()];
+      Downstream& d = *active_[round_robin_++ % active_.size()];
       d.waiting.push_back(&slot);
       return pump(d);
     }
     case config::Route::kHash: {
       slot.refs = 1;
-      Downstream& d = downstream_[origin_branch(slot.origin, downstream_.size())];
+      Downstream& d = *active_[origin_branch(slot.origin, active_.size())];
       d.waiting.push_back(&slot);
       return pump(d);
     }
@@ -230,9 +252,9 @@ void Node::consume(transport::InboundLink& link, transport::Slot& slot) {
 
 Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
   for (auto& d : downstream_) {
-    if (d.link.get() == &link) return d;
+    if (d->link.get() == &link) return *d;
   }
-  return downstream_.front();  // unreachable: every link the transport reports is ours
+  return *downstream_.front();  // unreachable: every link the transport reports is ours
 }
 
 void Node::on_acked(transport::OutboundLink& link, void* cookie) {
@@ -241,6 +263,7 @@ void Node::on_acked(transport::OutboundLink& link, void* cookie) {
   d.metrics.messages->Increment();
   d.metrics.bytes->Increment(slot->length);
   if (--slot->refs == 0) release(*slot);
+  if (d.retiring) retire_if_done(d);
 }
 
 void Node::on_returned(transport::OutboundLink& link, void* cookie) {
@@ -257,7 +280,7 @@ void Node::on_outbound_up(transport::OutboundLink& link) {
   if (d.was_up) metrics_->reconnects(d.name).Increment();
   d.was_up = true;
   if (downstream_ready_ && std::all_of(downstream_.begin(), downstream_.end(),
-                                       [](const Downstream& x) { return x.was_up; })) {
+                                       [](const auto& x) { return x->was_up; })) {
     std::exchange(downstream_ready_, nullptr)();
   }
 }
@@ -270,8 +293,8 @@ void Node::tick() {
   stage_.flush();
   slots_in_use_->Set(static_cast<double>(held_));
   for (auto& d : downstream_) {
-    d.queued->Set(static_cast<double>(d.waiting.size()));
-    d.credits->Set(d.link ? d.link->credits() : 0);
+    d->queued->Set(static_cast<double>(d->waiting.size()));
+    d->credits->Set(d->link ? d->link->credits() : 0);
   }
   for (auto& in : inbound_) in.slots_in_use->Set(in.link->slots_in_use());
 }
@@ -297,10 +320,107 @@ void Node::check_drained() {
   // downstream, so peers log a clean close rather than a lost connection.
   loop_.defer([this] {
     for (auto& d : downstream_) {
-      if (d.link) d.link->close();
+      if (d->link) d->link->close();
     }
     if (drained_) std::exchange(drained_, nullptr)(0);
   });
+}
+
+void Node::retire_if_done(Downstream& d) {
+  if (!d.retiring || !d.waiting.empty() || (d.link && d.link->in_flight() != 0)) return;
+  Downstream* dying = &d;
+  // Deferred: we may be inside a callback of this very link.
+  loop_.defer([this, dying] {
+    auto it = std::find_if(downstream_.begin(), downstream_.end(),
+                           [&](const auto& p) { return p.get() == dying; });
+    if (it == downstream_.end() || !(*it)->retiring) return;  // re-added in the meantime
+    log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
+    if (dying->link) dying->link->close();
+    dying->metrics.up->Set(0);
+    downstream_.erase(it);
+  });
+}
+
+std::string Node::reload(std::shared_ptr<const config::Topology> next) {
+  const config::NodeSpec* n = next->find(spec_->name);
+  if (!n) return "node " + spec_->name + " is not in the new topology";
+  auto same = [](const config::Endpoint& a, const config::Endpoint& b) {
+    return a.host == b.host && a.port == b.port;
+  };
+  std::vector<std::string> fixed;
+  if (!same(n->listen, spec_->listen)) fixed.push_back("listen");
+  if (n->metrics.has_value() != spec_->metrics.has_value() ||
+      (n->metrics && !same(*n->metrics, *spec_->metrics))) {
+    fixed.push_back("metrics");
+  }
+  if (n->transport != spec_->transport) fixed.push_back("transport");
+  if (n->slots != spec_->slots) fixed.push_back("slots");
+  if (n->slot_size != spec_->slot_size) fixed.push_back("slot_size");
+  if (n->poll != spec_->poll) fixed.push_back("poll");
+  if (n->forward != spec_->forward) fixed.push_back("forward");
+  if (!fixed.empty()) {
+    std::string names;
+    for (const auto& f : fixed)
+      names += (names.empty() ? "" : ", ") + ("nodes." + n->name + "." + f);
+    return names + " cannot change while the node runs: restart the node to apply it";
+  }
+  std::optional<stages::Stage> new_stage;
+  if (n->stage.plugin != spec_->stage.plugin || n->stage.params != spec_->stage.params) {
+    try {
+      new_stage.emplace(stages::resolve(n->stage.plugin), n->name, n->stage.params);
+    } catch (const stages::StageError& e) {
+      return e.what();
+    }
+  }
+
+  // Nothing below can fail: the reload is applied whole or not at all.
+  std::vector<std::string> added, removed, moved;
+  topology_ = std::move(next);
+  spec_ = n;
+  if (new_stage) {
+    stage_ = std::move(*new_stage);  // between two messages: the loop is single-threaded
+    std::string stage_name(stage_.name());
+    stage_forward_ = &metrics_->stage_verdict(stage_name, "forward");
+    stage_drop_ = &metrics_->stage_verdict(stage_name, "drop");
+    stage_error_ = &metrics_->stage_verdict(stage_name, "error");
+    stage_seconds_ = &metrics_->stage_seconds(stage_name);
+  }
+  for (auto& d : downstream_) {
+    bool listed =
+        std::find(n->downstream.begin(), n->downstream.end(), d->name) != n->downstream.end();
+    if (!listed) {
+      if (!d->retiring) removed.push_back(d->name);
+      d->retiring = true;
+      retire_if_done(*d);
+    } else {
+      d->retiring = false;
+      if (!same(topology_->find(d->name)->listen, d->address) && started_) {
+        // Unacknowledged messages come back (on_returned) and go to the new address.
+        moved.push_back(d->name);
+        d->link->close();
+        connect(*d);
+      }
+    }
+  }
+  for (const auto& name : n->downstream) {
+    bool present = std::any_of(downstream_.begin(), downstream_.end(),
+                               [&](const auto& d) { return d->name == name; });
+    if (present) continue;
+    added.push_back(name);
+    Downstream& d = add_downstream(name);
+    if (started_) connect(d);
+  }
+  rebuild_active();
+  metrics_->config_loaded(true, topology_->hash);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    return out.empty() ? std::string("-") : out;
+  };
+  log().info("topology reloaded: downstream added {} removed {} moved {}; route {}; stage {}{}",
+             list(added), list(removed), list(moved), config::to_string(n->route), stage_.name(),
+             new_stage ? " (new parameters)" : "");
+  return "";
 }
 
 }  // namespace hoprelay::daemon

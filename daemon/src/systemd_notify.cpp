@@ -42,9 +42,16 @@ void SystemdNotifier::send(const std::string& message) {
 }
 
 void SystemdNotifier::ready(const std::string& status) {
-  if (ready_sent_) return this->status(status);
+  // Once at start, and again after each RELOADING=1 (systemd waits for it to end the reload).
+  if (ready_sent_ && !reloading_) return this->status(status);
   ready_sent_ = true;
+  reloading_ = false;
   send("READY=1\nSTATUS=" + one_line(status));
+}
+
+void SystemdNotifier::reloading() {
+  reloading_ = true;
+  send("RELOADING=1\nSTATUS=reloading the topology");
 }
 
 void SystemdNotifier::status(const std::string& status) {

@@ -23,6 +23,8 @@ class SystemdNotifier {
   void ready(const std::string& status);
   void status(const std::string& status);
   void stopping(const std::string& status);
+  // RELOADING=1: follow with ready() once the reload is done (or refused).
+  void reloading();
 
   // When the manager asked for a watchdog (WATCHDOG_USEC, and WATCHDOG_PID naming this process
   // if set), sends WATCHDOG=1 now and then from a timer in `loop` every half interval, so a
@@ -35,6 +37,7 @@ class SystemdNotifier {
 
   bool active_ = false;
   bool ready_sent_ = false;
+  bool reloading_ = false;
   transport::EventLoop* loop_ = nullptr;
   std::chrono::milliseconds feed_every_{0};
 };

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -31,13 +32,27 @@ struct NodeDef {
 class Pipeline {
  public:
   Pipeline(const TempDir& dir, std::vector<NodeDef> nodes, std::string pipeline_extra = "")
-      : dir_(dir), nodes_(std::move(nodes)) {
-    std::ostringstream t;
-    t << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
-      << pipeline_extra << "\n";
+      : dir_(dir), nodes_(std::move(nodes)), pipeline_extra_(std::move(pipeline_extra)) {
     for (auto& n : nodes_) {
       n.port = free_port();
       n.metrics = free_port();
+    }
+    topology_ = dir_ / "topology.toml";
+    write_topology();
+  }
+
+  // Edits the node definitions (ports stay) and rewrites the topology file, e.g. before a
+  // SIGHUP reload.
+  void change(const std::function<void(std::vector<NodeDef>&)>& edit) {
+    edit(nodes_);
+    write_topology();
+  }
+
+  void write_topology() {
+    std::ostringstream t;
+    t << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
+      << pipeline_extra_ << "\n";
+    for (auto& n : nodes_) {
       t << "[nodes." << n.name << "]\nlisten = \"127.0.0.1:" << n.port << "\"\n"
         << "metrics = \"127.0.0.1:" << n.metrics << "\"\n";
       if (!n.downstream.empty()) {
@@ -49,8 +64,9 @@ class Pipeline {
       }
       t << "stage = " << n.stage << "\n" << n.extra << "\n";
     }
-    topology_ = dir_ / "topology.toml";
-    write_file(topology_, t.str());
+    // Atomically, as configuration management would: a reload never reads half a file.
+    write_file(dir_ / "topology.toml.tmp", t.str());
+    fs::rename(dir_ / "topology.toml.tmp", topology_);
   }
 
   void start_all() {
@@ -112,6 +128,7 @@ class Pipeline {
  private:
   const TempDir& dir_;
   std::vector<NodeDef> nodes_;
+  std::string pipeline_extra_;
   fs::path topology_;
   std::map<std::string, std::unique_ptr<Process>> procs_;
   int restarts_ = 0;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,9 @@ class HistogramFamily final : public prometheus::Collectable {
  private:
   std::string name_;
   std::string help_;
+  // Guards the list, not the histograms: add() (setup, reload) and Collect() (the metrics
+  // server's thread) may run at once; observations never take it.
+  mutable std::mutex mutex_;
   std::vector<std::pair<std::vector<std::pair<std::string, std::string>>,
                         std::unique_ptr<LatencyHistogram>>>
       children_;

@@ -49,6 +49,8 @@ class NodeMetrics {
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
   LatencyHistogram& stage_seconds(const std::string& stage);
   LatencyHistogram& residence_seconds();
+  // A reload attempt's outcome, and the hash of the topology now in force.
+  void config_loaded(bool ok, uint64_t hash);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -69,6 +71,12 @@ class NodeMetrics {
   std::shared_ptr<HistogramFamily> stage_seconds_;
   std::shared_ptr<HistogramFamily> residence_seconds_;
   std::shared_ptr<ProcessCollector> process_;
+  prometheus::Family<prometheus::Counter>* reloads_;
+  prometheus::Gauge* last_reload_ok_;
+  prometheus::Gauge* last_reload_time_;
+  prometheus::Family<prometheus::Gauge>* config_info_;
+  prometheus::Gauge* config_hash_ = nullptr;
+  uint64_t loads_ = 0;
 };
 
 }  // namespace hoprelay::daemon

@@ -24,8 +24,8 @@ class Node final : public transport::LinkEvents {
  public:
   // Throws TransportError / std::runtime_error with an operator-facing message when the node
   // cannot start (port in use, no device, metrics port taken).
-  Node(const config::Topology& topology, const std::string& node_name, transport::EventLoop& loop,
-       stages::Stage stage);
+  Node(std::shared_ptr<const config::Topology> topology, const std::string& node_name,
+       transport::EventLoop& loop, stages::Stage stage);
   ~Node();
 
   // Listens and connects to every downstream peer.
@@ -36,6 +36,19 @@ class Node final : public transport::LinkEvents {
   // Stops taking data, waits until every held slot is acknowledged downstream (or `timeout`),
   // then calls done(messages_left).
   void drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done);
+  // Applies a new topology by difference, without restarting and without losing or
+  // duplicating a message in flight: downstream peers added (connected) or removed (they get
+  // no new messages and are closed once everything sent to them is acknowledged), a changed
+  // downstream address (reconnected; unacknowledged messages go again), route and stage
+  // parameters. A change that cannot be applied live (this node's listen or metrics address,
+  // transport, slots, slot_size, poll, forward) refuses the whole reload, naming the field.
+  // Returns an empty string on success, else the reason it was refused.
+  std::string reload(std::shared_ptr<const config::Topology> next);
+  const config::Topology& topology() const { return *topology_; }
+  // A reload that failed before reaching the node (the file does not validate), or that the
+  // node refused: counted as a failed reload.
+  void reload_failed() { metrics_->config_loaded(false, 0); }
+
   // Once a second: stage flush (reports, files) and gauges.
   void tick();
   uint64_t held() const { return held_; }
@@ -62,6 +75,8 @@ class Node final : public transport::LinkEvents {
     prometheus::Gauge* credits = nullptr;
     bool was_up = false;
     bool warned_too_large = false;
+    bool retiring = false;  // removed by a reload: closed once its messages are acknowledged
+    config::Endpoint address;
   };
   struct Inbound {
     transport::InboundLink* link;
@@ -70,6 +85,10 @@ class Node final : public transport::LinkEvents {
   };
 
   Downstream& downstream_of(transport::OutboundLink& link);
+  Downstream& add_downstream(const std::string& name);
+  void connect(Downstream& d);
+  void retire_if_done(Downstream& d);
+  void rebuild_active();
   void route(transport::Slot& slot);
   void pump(Downstream& d);
   void release(transport::Slot& slot);
@@ -77,18 +96,20 @@ class Node final : public transport::LinkEvents {
   void consume(transport::InboundLink& link, transport::Slot& slot);
   void check_drained();
 
-  const config::Topology& topology_;
-  const config::NodeSpec& spec_;
+  std::shared_ptr<const config::Topology> topology_;
+  const config::NodeSpec* spec_;
   transport::EventLoop& loop_;
   stages::Stage stage_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<transport::Transport> transport_;
-  std::vector<Downstream> downstream_;
+  std::vector<std::unique_ptr<Downstream>> downstream_;
+  std::vector<Downstream*> active_;  // what route() chooses from: not retiring
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
   size_t round_robin_ = 0;
   uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
   bool draining_ = false;
+  bool started_ = false;
   std::function<void(uint64_t)> drained_;
   std::function<void()> downstream_ready_;
   transport::EventLoop::TimerId drain_timer_ = 0;
