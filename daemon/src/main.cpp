@@ -13,6 +13,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/transport/log.h"
+#include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "systemd_notify.h"
 
@@ -33,6 +34,50 @@ std::string join(const std::vector<std::string>& names) {
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
+
+std::string json_escape(std::string_view in) {
+  std::string out;
+  out.reserve(in.size() + 8);
+  for (char c : in) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// %* in the JSON log pattern: the message, escaped for a JSON string.
+class JsonMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string escaped = json_escape({msg.payload.data(), msg.payload.size()});
+    dest.append(escaped.data(), escaped.data() + escaped.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessage>();
+  }
+};
 
 // SIGTERM/SIGINT (drain and exit) and SIGHUP arrive as readable events in the node's loop.
 class Signals final : public hoprelay::transport::EventLoop::Handler {
@@ -75,9 +120,13 @@ int main(int argc, char** argv) {
   std::string topology_path;
   std::string node_name = short_hostname();
   std::string log_level = "info";
+  std::string log_format = "text";
   double drain_timeout_s = 10.0;
   app.add_option("--topology,-t", topology_path, "Topology TOML file")->required();
   app.add_option("--node,-n", node_name, "Node to run (default: hostname -s)");
+  app.add_option("--log-format", log_format,
+                 "text (for people and journald) or json (one object per line, for log shippers)")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--drain-timeout", drain_timeout_s,
@@ -90,7 +139,16 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
   // journald adds its own timestamps; the node name on every line tells interleaved logs apart.
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + node_name + "] %n: %v");
+  if (log_format == "json") {
+    // One JSON object per line; the message is escaped by JsonMessage (%*).
+    auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    formatter->add_flag<JsonMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","node":")" + json_escape(node_name) +
+        R"(","logger":"%n","msg":"%*"})");
+    spdlog::set_formatter(std::move(formatter));
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + node_name + "] %n: %v");
+  }
   // Under systemd (Type=notify): READY=1 once the node serves, STATUS= for `systemctl status`,
   // WATCHDOG=1 from the loop, STOPPING=1 at the drain. A no-op anywhere else.
   daemon::SystemdNotifier notifier;

@@ -349,3 +349,33 @@ TEST(Cli, ValidateAndGraph) {
 
 }  // namespace
 }  // namespace hoprelay::test
+
+namespace hoprelay::test {
+namespace {
+
+TEST(Logs, JsonFormatIsOneObjectPerLine) {
+  TempDir dir;
+  write_file(dir / "t.toml",
+             "[pipeline]\nname = \"p\"\ntransport = \"tcp\"\n[nodes.a]\nlisten = "
+             "\"127.0.0.1:" +
+                 std::to_string(free_port()) + "\"\n");
+  Process a({HOPRELAYD_BIN, "--topology", (dir / "t.toml").string(), "--node", "a", "--log-format",
+             "json"},
+            dir / "a.log");
+  ASSERT_TRUE(wait_until([&] { return a.output().find("listening on") != std::string::npos; }, 5s));
+  a.signal(SIGTERM);
+  ASSERT_EQ(a.wait(20s), 0);
+  // Every line parses as JSON and carries the node; quotes in messages are escaped.
+  RunResult r = run({"/usr/bin/python3", "-c",
+                     "import json, sys\n"
+                     "lines = [json.loads(l) for l in open(sys.argv[1])]\n"
+                     "assert len(lines) >= 4, lines\n"
+                     "assert all(l['node'] == 'a' and l['level'] and l['logger'] for l in lines)\n"
+                     "assert any('transport = \"tcp\"' in l['msg'] for l in lines)\n"
+                     "print(len(lines), 'lines ok')\n",
+                     (dir / "a.log").string()});
+  EXPECT_EQ(r.code, 0) << r.output << a.output();
+}
+
+}  // namespace
+}  // namespace hoprelay::test
