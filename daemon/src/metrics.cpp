@@ -1,5 +1,7 @@
 #include "hoprelay/daemon/metrics.h"
 
+#include "hoprelay/transport/slot_ring.h"
+
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
@@ -55,6 +57,10 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                      .Name("hoprelay_link_reconnects_total")
                      .Help("Times an outbound link came up again after being down")
                      .Register(r);
+  wc_errors_ = &BuildCounter()
+                    .Name("hoprelay_work_completion_errors_total")
+                    .Help("Failed RDMA work completions, by ibv_wc_status (each fails its link)")
+                    .Register(r);
   slots_ = &BuildGauge()
                 .Name("hoprelay_slots_in_use")
                 .Help("Receive slots holding a message not yet acknowledged downstream")
@@ -119,14 +125,26 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
 
 NodeMetrics::~NodeMetrics() = default;
 
-PeerMetrics NodeMetrics::inbound(const std::string& peer) {
-  return {&rx_messages_->Add({{"peer", peer}}), &rx_bytes_->Add({{"peer", peer}}),
-          &link_up_->Add({{"peer", peer}, {"direction", "in"}})};
+PeerMetrics NodeMetrics::inbound(const std::string& peer, bool verbs) {
+  PeerMetrics m;
+  for (size_t op = verbs ? 1 : 0; op < (verbs ? 3u : 1u); ++op) {
+    m.messages[op] = &rx_messages_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}});
+    m.bytes[op] = &rx_bytes_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}});
+  }
+  m.up = &link_up_->Add({{"peer", peer}, {"direction", "in"}});
+  return m;
 }
 
-PeerMetrics NodeMetrics::outbound(const std::string& peer) {
-  return {&tx_messages_->Add({{"peer", peer}}), &tx_bytes_->Add({{"peer", peer}}),
-          &link_up_->Add({{"peer", peer}, {"direction", "out"}})};
+PeerMetrics NodeMetrics::outbound(const std::string& peer, const std::string& opcode) {
+  PeerMetrics m;
+  m.messages[0] = &tx_messages_->Add({{"peer", peer}, {"opcode", opcode}});
+  m.bytes[0] = &tx_bytes_->Add({{"peer", peer}, {"opcode", opcode}});
+  m.up = &link_up_->Add({{"peer", peer}, {"direction", "out"}});
+  return m;
+}
+
+prometheus::Counter& NodeMetrics::completion_errors(std::string_view status) {
+  return wc_errors_->Add({{"status", std::string(status)}});
 }
 
 prometheus::Counter& NodeMetrics::stage_verdict(const std::string& stage, const char* verdict) {

@@ -67,7 +67,7 @@ Node::Downstream& Node::add_downstream(const std::string& name) {
   d->name = name;
   d->address = topology_->find(name)->listen;
   d->waiting = RingQueue<transport::Slot*>(size_t{spec_->slots} * 4);
-  d->metrics = metrics_->outbound(name);
+  d->metrics = metrics_->outbound(name, forward_opcode());
   d->queued = &metrics_->queued(name);
   d->credits = &metrics_->credits(name);
   downstream_.push_back(std::move(d));
@@ -128,7 +128,8 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
 void Node::on_inbound_up(transport::InboundLink& link) {
   std::string peer =
       link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
-  Inbound in{&link, metrics_->inbound(peer), &metrics_->link_slots_in_use(peer)};
+  Inbound in{&link, metrics_->inbound(peer, transport_->name() == "verbs"),
+             &metrics_->link_slots_in_use(peer)};
   in.metrics.up->Increment();  // a count: several producers share the "producer" label
   inbound_.push_back(in);
 }
@@ -146,8 +147,11 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
 void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   for (auto& in : inbound_) {
     if (in.link == &link) {
-      in.metrics.messages->Increment();
-      in.metrics.bytes->Increment(slot.length);
+      auto op = static_cast<size_t>(slot.opcode);
+      if (in.metrics.messages[op]) {
+        in.metrics.messages[op]->Increment();
+        in.metrics.bytes[op]->Increment(slot.length);
+      }
       break;
     }
   }
@@ -260,14 +264,23 @@ Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
 void Node::on_acked(transport::OutboundLink& link, void* cookie) {
   auto* slot = static_cast<transport::Slot*>(cookie);
   Downstream& d = downstream_of(link);
-  d.metrics.messages->Increment();
-  d.metrics.bytes->Increment(slot->length);
+  d.metrics.messages[0]->Increment();
+  d.metrics.bytes[0]->Increment(slot->length);
   if (--slot->refs == 0) release(*slot);
   if (d.retiring) retire_if_done(d);
 }
 
 void Node::on_returned(transport::OutboundLink& link, void* cookie) {
   downstream_of(link).waiting.push_front(static_cast<transport::Slot*>(cookie));
+}
+
+void Node::on_completion_error(std::string_view status) {
+  metrics_->completion_errors(status).Increment();
+}
+
+std::string Node::forward_opcode() const {
+  if (transport_->name() != "verbs") return "tcp";
+  return spec_->forward == config::Forward::kWrite ? "write" : "send";
 }
 
 void Node::on_credit(transport::OutboundLink& link) {

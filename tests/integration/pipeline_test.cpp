@@ -46,6 +46,7 @@ TEST(Pipeline, MetricsCountTheTraffic) {
   std::string b = scrape(p.node("b").metrics);
   EXPECT_EQ(metric_value(a, "hoprelay_messages_received_total", "peer=\"producer\""), 1000);
   EXPECT_EQ(metric_value(a, "hoprelay_messages_forwarded_total", "peer=\"b\""), 1000);
+  EXPECT_EQ(metric_value(b, "hoprelay_messages_received_total", "opcode=\"tcp\""), 1000);
   EXPECT_EQ(metric_value(a, "hoprelay_forwarded_bytes_total", "peer=\"b\""), 100000);
   EXPECT_EQ(metric_value(b, "hoprelay_messages_received_total", "peer=\"a\""), 1000);
   EXPECT_EQ(metric_value(b, "hoprelay_stage_messages_total", "verdict=\"forward\""), 1000);

@@ -107,6 +107,14 @@ T
   fi
   cat "$WORK/$name-send.out"
   wait_received "$WORK/$name-c.json" "$count"
+  # c counts what arrived by the opcode b forwarded with.
+  local by_opcode
+  by_opcode=$(metric "$mc" hoprelay_messages_received_total "opcode=\"$forward\"")
+  if [[ $by_opcode == "$count" ]]; then
+    pass "$name: c received all $count by RDMA ${forward^^} (hoprelay_messages_received_total{opcode=\"$forward\"})"
+  else
+    fail "$name: c received $by_opcode by opcode $forward, expected $count"
+  fi
   local verbs_lines
   verbs_lines=$(grep -c "forwarding by" "$WORK/a.log" "$WORK/b.log" | awk -F: '{s+=$2} END {print s}')
   stop_all || fail "$name: a daemon did not exit 0 on SIGTERM"

@@ -137,6 +137,7 @@ bool TcpInbound::start_data(const FrameHeader& h) {
   slot->origin = h.origin;
   slot->seq = h.seq;
   slot->flags = h.flags;
+  slot->opcode = Opcode::kTcp;
   rx_begin_ += kFrameHeaderSize;
   size_t have = std::min<size_t>(h.length, rx_end_ - rx_begin_);
   std::memcpy(slot->payload(), rx_.data() + rx_begin_, have);

@@ -58,6 +58,7 @@ bool VerbsInbound::poll_cq() {
     for (int i = 0; i < n; ++i) {
       if (state_ == State::kClosed) continue;  // flushed work after the link failed
       if (wc[i].status != IBV_WC_SUCCESS) {
+        transport_.events().on_completion_error(ibv_wc_status_str(wc[i].status));
         fail(wc_error(wc[i]));
         continue;
       }
@@ -111,6 +112,7 @@ void VerbsInbound::on_data(const ibv_wc& wc) {
   s->origin = h.origin;
   s->seq = h.seq;
   s->flags = h.flags;
+  s->opcode = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::kWrite : Opcode::kSend;
   transport_.events().on_message(*this, *s);
 }
 
@@ -250,6 +252,7 @@ bool VerbsOutbound::poll_cq() {
     for (int i = 0; i < n; ++i) {
       if (state_ != State::kUp) continue;  // flushed work of a failed connection
       if (wc[i].status != IBV_WC_SUCCESS) {
+        transport_.events().on_completion_error(ibv_wc_status_str(wc[i].status));
         drop(wc_error(wc[i]), true);
         continue;
       }

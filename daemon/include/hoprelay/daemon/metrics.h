@@ -5,9 +5,11 @@
 // kept as a pointer: the per-message cost is an atomic add, never a map lookup or a lock.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/latency.h"
@@ -24,8 +26,9 @@ class Family;
 namespace hoprelay::daemon {
 
 struct PeerMetrics {
-  prometheus::Counter* messages = nullptr;
-  prometheus::Counter* bytes = nullptr;
+  // By transport::Opcode (tcp, send, write); only the ones the link can see exist.
+  std::array<prometheus::Counter*, 3> messages{};
+  std::array<prometheus::Counter*, 3> bytes{};
   prometheus::Gauge* up = nullptr;
 };
 
@@ -37,8 +40,11 @@ class NodeMetrics {
               const std::optional<config::Endpoint>& bind);
   ~NodeMetrics();
 
-  PeerMetrics inbound(const std::string& peer);
-  PeerMetrics outbound(const std::string& peer);
+  // Inbound links see tcp, or send and write over verbs.
+  PeerMetrics inbound(const std::string& peer, bool verbs);
+  // Outbound links forward with one opcode; its counters are at index 0.
+  PeerMetrics outbound(const std::string& peer, const std::string& opcode);
+  prometheus::Counter& completion_errors(std::string_view status);
   prometheus::Counter& stage_verdict(const std::string& stage, const char* verdict);
   prometheus::Counter& dropped(const char* reason);
   prometheus::Counter& rejected(const char* reason);
@@ -64,6 +70,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* reconnects_;
+  prometheus::Family<prometheus::Counter>* wc_errors_;
   prometheus::Family<prometheus::Gauge>* slots_;
   prometheus::Family<prometheus::Gauge>* queued_;
   prometheus::Family<prometheus::Gauge>* credits_;

@@ -64,6 +64,7 @@ class Node final : public transport::LinkEvents {
   void on_acked(transport::OutboundLink& link, void* cookie) override;
   void on_returned(transport::OutboundLink& link, void* cookie) override;
   void on_credit(transport::OutboundLink& link) override;
+  void on_completion_error(std::string_view status) override;
 
  private:
   struct Downstream {
@@ -89,6 +90,7 @@ class Node final : public transport::LinkEvents {
   void connect(Downstream& d);
   void retire_if_done(Downstream& d);
   void rebuild_active();
+  std::string forward_opcode() const;  // the `opcode` label of this node's forwarding
   void route(transport::Slot& slot);
   void pump(Downstream& d);
   void release(transport::Slot& slot);

@@ -19,6 +19,11 @@ namespace hoprelay::transport {
 class InboundLink;
 class MemoryRegion;
 
+// How a frame arrived (metrics label `opcode`): over a TCP stream, by RDMA SEND, or by RDMA
+// WRITE with immediate.
+enum class Opcode : uint8_t { kTcp = 0, kSend = 1, kWrite = 2 };
+inline constexpr const char* kOpcodeNames[] = {"tcp", "send", "write"};
+
 struct Slot {
   std::byte* frame = nullptr;  // kFrameHeaderSize header bytes, then the payload
   InboundLink* link = nullptr;
@@ -28,6 +33,7 @@ struct Slot {
   uint32_t origin = 0;
   uint16_t flags = 0;
   uint16_t refs = 0;  // node bookkeeping: downstream posts not yet acknowledged
+  Opcode opcode = Opcode::kTcp;
   uint64_t seq = 0;
   uint64_t arrived_ns = 0;  // node bookkeeping: monotonic arrival time (residence metric)
   bool held = false;

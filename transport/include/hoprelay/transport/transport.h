@@ -117,6 +117,8 @@ class LinkEvents {
   virtual void on_returned(OutboundLink& link, void* cookie) = 0;
   // Credits became available (after acks, or when the link came up).
   virtual void on_credit(OutboundLink& link) = 0;
+  // A work completion failed with this status (verbs; ibv_wc_status_str): the link fails too.
+  virtual void on_completion_error(std::string_view status) { (void)status; }
 
  protected:
   ~LinkEvents() = default;
