@@ -61,6 +61,10 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                     .Name("hoprelay_work_completion_errors_total")
                     .Help("Failed RDMA work completions, by ibv_wc_status (each fails its link)")
                     .Register(r);
+  protocol_errors_ = &BuildCounter()
+                          .Name("hoprelay_protocol_errors_total")
+                          .Help("Links closed because the peer broke the protocol, by kind")
+                          .Register(r);
   slots_ = &BuildGauge()
                 .Name("hoprelay_slots_in_use")
                 .Help("Receive slots holding a message not yet acknowledged downstream")
@@ -141,6 +145,10 @@ PeerMetrics NodeMetrics::outbound(const std::string& peer, const std::string& op
   m.bytes[0] = &tx_bytes_->Add({{"peer", peer}, {"opcode", opcode}});
   m.up = &link_up_->Add({{"peer", peer}, {"direction", "out"}});
   return m;
+}
+
+prometheus::Counter& NodeMetrics::protocol_errors(std::string_view kind) {
+  return protocol_errors_->Add({{"kind", std::string(kind)}});
 }
 
 prometheus::Counter& NodeMetrics::completion_errors(std::string_view status) {

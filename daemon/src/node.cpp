@@ -274,6 +274,10 @@ void Node::on_returned(transport::OutboundLink& link, void* cookie) {
   downstream_of(link).waiting.push_front(static_cast<transport::Slot*>(cookie));
 }
 
+void Node::on_protocol_error(std::string_view kind) {
+  metrics_->protocol_errors(kind).Increment();
+}
+
 void Node::on_completion_error(std::string_view status) {
   metrics_->completion_errors(status).Increment();
 }

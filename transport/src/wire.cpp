@@ -27,6 +27,26 @@ std::string_view reason_text(WireError e) {
   return "unknown";
 }
 
+std::string_view reason_label(WireError e) {
+  switch (e) {
+    case WireError::kOk:
+      return "ok";
+    case WireError::kBadMagic:
+      return "bad_magic";
+    case WireError::kBadVersion:
+      return "bad_version";
+    case WireError::kBadType:
+      return "bad_type";
+    case WireError::kBadReserved:
+      return "bad_reserved";
+    case WireError::kBadFlags:
+      return "bad_flags";
+    case WireError::kTooLong:
+      return "too_long";
+  }
+  return "unknown";
+}
+
 // Layout: magic u16 | version u8 | type u8 | flags u16 | reserved u16 | length u32 |
 //         origin u32 | seq u64 | credits u32 | slot u32
 void encode_header(const FrameHeader& h, std::byte* out) {

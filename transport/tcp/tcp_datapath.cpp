@@ -76,7 +76,11 @@ bool TcpInbound::read_some() {
       }
     }
     if (n == 0) {
-      fail("peer closed the connection");
+      if (partial_ || rx_end_ != rx_begin_) {
+        protocol_error("truncated", "peer closed the connection in the middle of a frame");
+      } else {
+        fail("peer closed the connection");
+      }
       return false;
     }
     if (errno == EAGAIN || errno == EINTR) return true;
@@ -92,7 +96,7 @@ bool TcpInbound::parse_buffered() {
     FrameHeader h;
     WireError err = decode_header(rx_.data() + rx_begin_, limits_, h);
     if (err != WireError::kOk) {
-      fail(reason_text(err));
+      protocol_error(reason_label(err).data(), reason_text(err));
       return false;
     }
     if (h.type == FrameType::kData) {
@@ -109,7 +113,7 @@ bool TcpInbound::parse_buffered() {
       fail("peer closed the link (bye)", true);
       return false;
     } else {
-      fail("unexpected frame type on an inbound link");
+      protocol_error("unexpected_frame", "unexpected frame type on an inbound link");
       return false;
     }
   }
@@ -119,17 +123,17 @@ bool TcpInbound::parse_buffered() {
 // A data frame header is at rx_begin_: claim its slot and copy what has arrived of it.
 bool TcpInbound::start_data(const FrameHeader& h) {
   if (state_ != State::kUp) {
-    fail("data before the hello was admitted");
+    protocol_error("data_before_hello", "data before the hello was admitted");
     return false;
   }
   if (h.slot != ring_->expected_index()) {
-    fail("data frame names slot " + std::to_string(h.slot) + ", expected " +
-         std::to_string(ring_->expected_index()));
+    protocol_error("bad_slot", "data frame names slot " + std::to_string(h.slot) + ", expected " +
+                                   std::to_string(ring_->expected_index()));
     return false;
   }
   Slot* slot = ring_->acquire();
   if (!slot) {
-    fail("sender overran its credits");
+    protocol_error("credit_overrun", "sender overran its credits");
     return false;
   }
   std::memcpy(slot->frame, rx_.data() + rx_begin_, kFrameHeaderSize);

@@ -173,7 +173,7 @@ TcpInbound::TcpInbound(TcpTransport& transport, int fd, std::string address)
   transport_.loop().add(fd_, EPOLLIN, this);
   hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
     hello_timer_ = 0;
-    fail("no hello within 5 s");
+    protocol_error("hello_timeout", "no hello within 5 s");
   });
 }
 
@@ -187,7 +187,9 @@ TcpInbound::~TcpInbound() {
 
 void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> body) {
   HelloBody hello;
-  if (h.length != kHelloSize || !decode_hello(body, hello)) return fail("malformed hello");
+  if (h.length != kHelloSize || !decode_hello(body, hello)) {
+    return protocol_error("bad_hello", "malformed hello");
+  }
   transport_.loop().cancel(hello_timer_);
   hello_timer_ = 0;
   peer_.role = hello.role;
@@ -226,6 +228,14 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   send_control(wh, body_out);
   log().info("inbound link up: {} from {}", peer_.name, peer_.address);
   transport_.events().on_inbound_up(*this);
+}
+
+void TcpInbound::protocol_error(const char* kind, std::string_view reason) {
+  if (state_ == State::kClosed) return;
+  transport_.events().on_protocol_error(kind);
+  log().warn("closing the link from {} ({}): protocol violation: {}",
+             peer_.name.empty() ? "an unadmitted peer" : peer_.name, peer_.address, reason);
+  fail(reason);
 }
 
 void TcpInbound::fail(std::string_view reason, bool clean) {

@@ -39,6 +39,8 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   // Closes with a reason (logged, counted by the caller's metrics through on_inbound_down).
   // `clean`: the peer said goodbye; logged at info, not as a failure.
   void fail(std::string_view reason, bool clean = false);
+  // Closes the link because the peer broke the protocol: counted by `kind`, logged with why.
+  void protocol_error(const char* kind, std::string_view reason);
 
  private:
   enum class State { kHello, kUp, kClosed };

@@ -80,34 +80,42 @@ bool VerbsInbound::poll_cq() {
 // A data frame landed in the slot its receive was posted for: by SEND (byte_len tells the
 // length) or by RDMA WRITE with immediate (the immediate names the slot and checks the length).
 // Either way the header in the slot is the peer's and is validated before anything trusts it.
+// A peer broke the protocol: counted by kind, then its link (and only its link) is closed.
+void VerbsInbound::violation(const char* kind, std::string_view reason) {
+  transport_.events().on_protocol_error(kind);
+  fail(std::string("protocol violation: ") + std::string(reason));
+}
+
 void VerbsInbound::on_data(const ibv_wc& wc) {
   uint32_t slot_index = static_cast<uint32_t>(wr_value(wc.wr_id));
   uint32_t expected = ring_->expected_index();
-  if (slot_index != expected) return fail("receive completed out of ring order");
+  if (slot_index != expected) return violation("bad_slot", "receive completed out of ring order");
   Slot& slot = ring_->at(slot_index);
   FrameHeader h;
   WireLimits limits{ring_->slot_size()};
   WireError err = decode_header(slot.frame, limits, h);
-  if (err != WireError::kOk) return fail(reason_text(err));
-  if (h.type != FrameType::kData) return fail("non-data frame in a data slot");
+  if (err != WireError::kOk) return violation(reason_label(err).data(), reason_text(err));
+  if (h.type != FrameType::kData) {
+    return violation("unexpected_frame", "non-data frame in a data slot");
+  }
   if (h.slot != expected) {
-    return fail("data frame names slot " + std::to_string(h.slot) + ", expected " +
-                std::to_string(expected));
+    return violation("bad_slot", "data frame names slot " + std::to_string(h.slot) + ", expected " +
+                                     std::to_string(expected));
   }
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
     uint32_t imm = ntohl(wc.imm_data);
     if (imm_slot(imm) != expected || !imm_matches_length(imm, h.length)) {
-      return fail("immediate data disagrees with the frame header");
+      return violation("bad_immediate", "immediate data disagrees with the frame header");
     }
   } else if (wc.opcode == IBV_WC_RECV) {
     if (wc.byte_len != kFrameHeaderSize + h.length) {
-      return fail("received length disagrees with the frame header");
+      return violation("bad_length", "received length disagrees with the frame header");
     }
   } else {
     return fail("unexpected receive opcode");
   }
   Slot* s = ring_->acquire();
-  if (!s) return fail("sender overran its credits");
+  if (!s) return violation("credit_overrun", "sender overran its credits");
   s->length = h.length;
   s->origin = h.origin;
   s->seq = h.seq;

@@ -81,6 +81,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   enum class State { kAccepting, kUp, kClosed };
 
   bool post_receive(uint32_t slot);
+  void violation(const char* kind, std::string_view reason);
   void on_data(const ibv_wc& wc);
   void flush_credits();
 

@@ -45,6 +45,7 @@ class NodeMetrics {
   // Outbound links forward with one opcode; its counters are at index 0.
   PeerMetrics outbound(const std::string& peer, const std::string& opcode);
   prometheus::Counter& completion_errors(std::string_view status);
+  prometheus::Counter& protocol_errors(std::string_view kind);
   prometheus::Counter& stage_verdict(const std::string& stage, const char* verdict);
   prometheus::Counter& dropped(const char* reason);
   prometheus::Counter& rejected(const char* reason);
@@ -71,6 +72,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* reconnects_;
   prometheus::Family<prometheus::Counter>* wc_errors_;
+  prometheus::Family<prometheus::Counter>* protocol_errors_;
   prometheus::Family<prometheus::Gauge>* slots_;
   prometheus::Family<prometheus::Gauge>* queued_;
   prometheus::Family<prometheus::Gauge>* credits_;

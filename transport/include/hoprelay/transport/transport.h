@@ -117,6 +117,9 @@ class LinkEvents {
   virtual void on_returned(OutboundLink& link, void* cookie) = 0;
   // Credits became available (after acks, or when the link came up).
   virtual void on_credit(OutboundLink& link) = 0;
+  // A peer broke the protocol (a bounded label: bad_magic, too_long, bad_slot, credit_overrun,
+  // truncated, bad_hello, ...); the transport closes that link, and only that link.
+  virtual void on_protocol_error(std::string_view kind) { (void)kind; }
   // A work completion failed with this status (verbs; ibv_wc_status_str): the link fails too.
   virtual void on_completion_error(std::string_view status) { (void)status; }
 

@@ -57,6 +57,8 @@ enum class WireError : uint8_t {
   kTooLong,
 };
 std::string_view reason_text(WireError e);
+// A short, bounded label for metrics: bad_magic, bad_version, ...
+std::string_view reason_label(WireError e);
 
 // Limits a decoder checks against: what this end of this link has agreed to receive.
 struct WireLimits {

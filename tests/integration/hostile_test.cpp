@@ -1,0 +1,204 @@
+// Wire input is hostile until validated: frames that are truncated, oversized, out of range,
+// of the wrong version, of the wrong type, or random, sent at a live node by a peer that says
+// hello as a declared upstream. Each must close that link (and only that link), move
+// hoprelay_protocol_errors_total{kind}, and leave the node serving its real upstream with
+// nothing lost. (Out-of-bounds reads and writes are the sanitizer build's to catch: it runs
+// these same tests under ASan + UBSan.)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "harness.h"
+#include "hoprelay/transport/wire.h"
+#include "pipeline.h"
+
+namespace hoprelay::test {
+namespace {
+
+using transport::FrameHeader;
+using transport::FrameType;
+using transport::kFrameHeaderSize;
+
+class Attacker {
+ public:
+  explicit Attacker(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+    timeval tv{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~Attacker() { ::close(fd_); }
+  bool connected() const { return connected_; }
+
+  void send_bytes(const std::string& bytes) {
+    ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  static std::string frame(const FrameHeader& h, const std::string& body = "") {
+    std::string out(kFrameHeaderSize, '\0');
+    transport::encode_header(h, reinterpret_cast<std::byte*>(out.data()));
+    return out + body;
+  }
+  // A hello as node `name`, then read the welcome.
+  bool hello_as(const std::string& name, transport::PeerRole role = transport::PeerRole::kNode) {
+    transport::HelloBody hb;
+    hb.role = role;
+    std::strncpy(hb.name, name.c_str(), transport::kMaxNodeName);
+    std::string body(transport::kHelloSize, '\0');
+    transport::encode_hello(hb, reinterpret_cast<std::byte*>(body.data()));
+    FrameHeader h{FrameType::kHello};
+    h.length = transport::kHelloSize;
+    send_bytes(frame(h, body));
+    char buf[kFrameHeaderSize + transport::kWelcomeSize];
+    return ::recv(fd_, buf, sizeof(buf), MSG_WAITALL) == static_cast<ssize_t>(sizeof(buf)) &&
+           buf[3] == static_cast<char>(FrameType::kWelcome);
+  }
+  // True when the node closed the connection (EOF or reset) within the receive timeout.
+  bool closed_by_peer() {
+    char c;
+    for (;;) {
+      ssize_t n = ::recv(fd_, &c, 1, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+      if (n < 0) return false;  // timed out: still open
+    }
+  }
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+FrameHeader data(uint32_t slot, uint32_t length) {
+  FrameHeader h{FrameType::kData};
+  h.slot = slot;
+  h.length = length;
+  h.origin = 99;
+  return h;
+}
+
+TEST(HostileInput, EveryMalformedFrameClosesOnlyItsLink) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  Process producer({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a",
+                    "--count", "20000", "--size", "300", "--rate", "4000"},
+                   dir / "send.log");
+  const uint16_t port = p.node("b").port;
+  auto errors = [&](const char* kind) {
+    return metric_value(scrape(p.node("b").metrics), "hoprelay_protocol_errors_total",
+                        std::string("kind=\"") + kind + "\"");
+  };
+  struct Case {
+    const char* kind;
+    bool hello;  // say hello as "a" (a declared upstream) first
+    std::function<void(Attacker&)> attack;
+  };
+  std::mt19937 rng(7);
+  std::vector<Case> cases = {
+      {"too_long", true, [](Attacker& x) { x.send_bytes(Attacker::frame(data(0, 1 << 20))); }},
+      {"bad_version", true,
+       [](Attacker& x) {
+         std::string f = Attacker::frame(data(0, 10), std::string(10, 'x'));
+         f[2] = 7;
+         x.send_bytes(f);
+       }},
+      {"bad_magic", false, [](Attacker& x) { x.send_bytes(std::string(64, 'Z')); }},
+      {"bad_slot", true,
+       [](Attacker& x) { x.send_bytes(Attacker::frame(data(5, 8), std::string(8, 'x'))); }},
+      {"unexpected_frame", true,
+       [](Attacker& x) {
+         FrameHeader c{FrameType::kCredit};
+         c.credits = 5;
+         x.send_bytes(Attacker::frame(c));
+       }},
+      {"truncated", true,
+       [](Attacker& x) {
+         x.send_bytes(Attacker::frame(data(0, 1000), std::string(10, 'x')));
+         x.shutdown_write();
+       }},
+      {"bad_hello", false,
+       [](Attacker& x) {
+         FrameHeader h{FrameType::kHello};
+         h.length = transport::kHelloSize;
+         x.send_bytes(Attacker::frame(h, std::string(transport::kHelloSize, '\xff')));
+       }},
+      // Before admission no data frame may carry a payload: refused as longer than agreed.
+      {"too_long", false, [](Attacker& x) { x.send_bytes(Attacker::frame(data(0, 4), "abcd")); }},
+      {"random", true,
+       [&rng](Attacker& x) {
+         std::string junk(4096, '\0');
+         for (auto& ch : junk) ch = static_cast<char>(rng());
+         x.send_bytes(junk);
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.kind);
+    double before = std::string(c.kind) == "random" ? 0 : errors(c.kind);
+    Attacker x(port);
+    ASSERT_TRUE(x.connected());
+    if (c.hello) {
+      ASSERT_TRUE(x.hello_as("a")) << "a declared upstream's hello is admitted";
+    }
+    c.attack(x);
+    EXPECT_TRUE(x.closed_by_peer()) << "b must close a link that breaks the protocol";
+    if (std::string(c.kind) != "random") {
+      EXPECT_TRUE(wait_until([&] { return errors(c.kind) == before + 1; }, 3s));
+    }
+  }
+  EXPECT_GE(metric_value(scrape(p.node("b").metrics), "hoprelay_protocol_errors_total"),
+            cases.size());
+  // b kept serving its real upstream throughout: everything arrived, exactly once.
+  EXPECT_EQ(producer.wait(60s), 0) << producer.output();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 20000); }, 10s));
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 20000);
+}
+
+TEST(HostileInput, SenderBeyondItsCreditsIsCutOff) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  // b stops: a holds every message it takes, so its 32 slots for this producer fill up.
+  p.proc("b").signal(SIGSTOP);
+  Attacker x(p.node("a").port);
+  ASSERT_TRUE(x.hello_as("send-1", transport::PeerRole::kProducer));
+  std::string burst;  // 33 frames on 32 credits
+  for (uint32_t i = 0; i < 33; ++i) {
+    FrameHeader h = data(i % 32, 4);
+    h.seq = i;
+    burst += Attacker::frame(h, "abcd");
+  }
+  x.send_bytes(burst);
+  EXPECT_TRUE(x.closed_by_peer());
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(p.node("a").metrics), "hoprelay_protocol_errors_total",
+                            "kind=\"credit_overrun\"") == 1;
+      },
+      3s));
+  p.proc("b").signal(SIGCONT);
+  // a still serves a well-behaved producer.
+  ASSERT_EQ(run({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a", "--count",
+                 "1000", "--size", "100"})
+                .code,
+            0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 1000); }, 10s));
+  p.stop_all();
+  Report r = read_report(dir / "b.json");
+  EXPECT_EQ(r.received, 1000);
+  EXPECT_EQ(r.duplicates, 0);
+  // The 32 frames a took before the overrun were delivered as what they are: not the pattern.
+  EXPECT_EQ(r.corrupt, 32);
+}
+
+}  // namespace
+}  // namespace hoprelay::test
