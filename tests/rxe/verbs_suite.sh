@@ -124,6 +124,55 @@ T
     "$WORK/$name-c.json" "$count"
 }
 
+# Delivery through failures over verbs: the relay killed with SIGKILL and restarted, twice,
+# while a paced stream flows. (Taking the netdev under rxe0 down and up is not in the suite yet:
+# see docs/guarantees.md, "Limits".)
+faults() {
+  local t="$WORK/faults.toml" pa=7171 pb=7172 pc=7173 mc=7174 n=${RXE_FAULT_COUNT:-12000}
+  cat >"$t" <<T
+[pipeline]
+name = "faults"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$pb"
+downstream = ["c"]
+[nodes.c]
+listen = "$RXE_IP:$pc"
+metrics = "127.0.0.1:$mc"
+stage = { plugin = "verify-sink", report = "$WORK/faults-c.json" }
+T
+  start "$t" c
+  start "$t" b
+  local b_index=$((${#pids[@]} - 1))
+  start "$t" a
+  wait_metrics "$mc" || { fail "faults: c did not start"; stop_all; return; }
+  timeout 240 "$HOPRELAY" send --topology "$t" --to a --count "$n" --size 500 --rate 3000 \
+    --connect-timeout 20 >"$WORK/faults-send.out" 2>&1 &
+  local sender=$!
+  for round in 1 2; do
+    sleep 1.5
+    kill -9 "${pids[$b_index]}"
+    wait "${pids[$b_index]}" 2>/dev/null
+    sleep 0.3
+    mv "$WORK/b.log" "$WORK/b.$round.log"
+    "$HOPRELAYD" --topology "$t" --node b 2>"$WORK/b.log" &
+    pids[b_index]=$!
+  done
+  if ! wait "$sender"; then
+    fail "faults: hoprelay send failed: $(tail -3 "$WORK/faults-send.out")"
+  fi
+  wait_received "$WORK/faults-c.json" "$n"
+  stop_all || fail "faults: a daemon did not exit 0 on SIGTERM"
+  grep -q "kept for replay" "$WORK/a.log" || fail "faults: a never replayed (did the faults hit?)"
+  check_clean "verbs: relay killed -9 and restarted twice mid-stream, $n messages" \
+    "$WORK/faults-c.json" "$n"
+}
+
 # What an operator meets first: the port taken, no device behind the address, auto's choice.
 operator_errors() {
   local t="$WORK/errors.toml" out
@@ -144,7 +193,11 @@ listen = "$RXE_IP:7153"
 listen = "127.0.0.1:7154"
 T
   start "$t" solo
-  sleep 1
+  # Listening shows as a LISTEN cm_id (no fixed sleep: a sanitized daemon starts slowly).
+  for _ in $(seq 200); do
+    rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN.*:7151\b" && break
+    sleep 0.05
+  done
   out=$(timeout 20 "$HOPRELAYD" --topology "$t" --node solo 2>&1)
   local rc=$?
   if [[ $rc == 69 && $out == *"already in use"* ]]; then
@@ -161,7 +214,11 @@ T
   fi
   start "$t" autoverbs
   start "$t" autotcp
-  sleep 1.5
+  for _ in $(seq 200); do
+    grep -q "listening on" "$WORK/autoverbs.log" && grep -q "listening on" "$WORK/autotcp.log" &&
+      break
+    sleep 0.05
+  done
   stop_all || fail "operator errors: a daemon did not exit 0 on SIGTERM"
   if grep -q 'transport verbs (transport = "auto": RDMA device rxe0 serves' "$WORK/autoverbs.log" &&
     grep -q 'transport tcp (transport = "auto": no RDMA device serves 127.0.0.1' "$WORK/autotcp.log"; then
@@ -319,6 +376,7 @@ chain chain-busy send 7160 busy 5000
 fanout
 undeclared
 operator_errors
+faults
 [[ ${RXE_BENCH:-1} == 1 ]] && bench
 say "$(grep -c ^PASS "$WORK/results") passed, $failures failed"
 echo "$(grep -c ^PASS "$WORK/results") passed, $failures failed"

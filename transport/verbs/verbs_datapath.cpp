@@ -14,7 +14,16 @@ namespace {
 constexpr uint32_t kSignalEvery = 16;
 constexpr int kPollBatch = 32;
 
-enum WrKind : uint64_t { kRecvData = 1, kRecvControl = 2, kSendData = 3, kSendControl = 4 };
+enum WrKind : uint64_t {
+  kRecvData = 1,
+  kRecvControl = 2,
+  kSendData = 3,
+  kSendControl = 4,
+  kProbe = 5
+};
+// How long frames may sit unacknowledged, with no credit coming back, before the sender checks
+// that the peer's QP is still there.
+constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
 inline uint64_t make_wr_id(WrKind kind, uint64_t value) {
   return (uint64_t{kind} << 56) | value;
 }
@@ -266,6 +275,7 @@ bool VerbsOutbound::poll_cq() {
       }
       switch (wr_kind(wc[i].wr_id)) {
         case kSendData:
+        case kProbe:
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
           break;
         case kRecvControl:
@@ -296,6 +306,39 @@ void VerbsOutbound::on_credit_frame(const ibv_wc& wc) {
     ++acked_;
     transport_.events().on_acked(*this, cookie);
   }
+}
+
+// Liveness. An RC queue pair only notices a dead peer when it sends: frames in flight whose
+// credits never come back (the peer's QP went into error, e.g. its netdev went down, and its
+// disconnect request was lost) would wait forever. So while frames are unacknowledged and no
+// credit arrived for a probe interval, post a zero-length RDMA WRITE to the peer's ring: it
+// consumes no receive and writes nothing, but fails (retry exceeded, remote access error) if
+// the peer's QP is gone, which fails the link, and the frames are replayed after reconnecting.
+// A peer that is merely slow (backpressure) acknowledges the probe at the transport level.
+void VerbsOutbound::schedule_probe() {
+  probe_timer_ = transport_.loop().after(kProbeEvery, [this] {
+    probe_timer_ = 0;
+    if (state_ != State::kUp) return;
+    if (tail_ != acked_ && acked_ == acked_at_last_probe_) probe();
+    acked_at_last_probe_ = acked_;
+    if (state_ == State::kUp) schedule_probe();
+  });
+}
+
+void VerbsOutbound::probe() {
+  if (sq_outstanding_ >= sq_depth_) return;  // sends are pending: they will tell
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(kProbe, 1);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.num_sge = 0;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = peer_.ring_addr;
+  wr.wr.rdma.rkey = peer_.rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(conn_->id->qp, &wr, &bad); rc != 0) {
+    return drop(std::string("ibv_post_send (probe): ") + std::strerror(rc), true);
+  }
+  ++sq_outstanding_;
 }
 
 }  // namespace hoprelay::transport::verbs

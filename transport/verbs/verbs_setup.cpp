@@ -194,6 +194,7 @@ VerbsTransport::VerbsTransport(EventLoop& loop, LinkEvents& events, Identity ide
 VerbsTransport::~VerbsTransport() {
   if (busy_poll()) loop_.set_poller(nullptr);
   inbound_.clear();
+  graveyard_.clear();
   stop_listening();
   if (comp_channel_) loop_.remove(comp_channel_->fd);
   loop_.remove(cm_channel_->fd);
@@ -304,6 +305,16 @@ std::unique_ptr<OutboundLink> VerbsTransport::connect(const ConnectParams& param
 std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
   if (!pd_) throw TransportError("no RDMA device opened yet: connect first");
   return std::make_unique<VerbsRegion>(pd_.get(), bytes, IBV_ACCESS_LOCAL_WRITE);
+}
+
+void VerbsTransport::bury(std::unique_ptr<Connection> connection) {
+  graveyard_.push_back(std::move(connection));
+  if (burial_scheduled_) return;
+  burial_scheduled_ = true;
+  loop_.defer([this] {
+    burial_scheduled_ = false;
+    graveyard_.clear();
+  });
 }
 
 void VerbsTransport::reap(VerbsInbound* link) {
@@ -509,6 +520,7 @@ VerbsOutbound::VerbsOutbound(VerbsTransport& transport, ConnectParams params)
 
 VerbsOutbound::~VerbsOutbound() {
   if (timer_) transport_.loop().cancel(timer_);
+  if (probe_timer_) transport_.loop().cancel(probe_timer_);
   if (conn_) transport_.forget(this);
   conn_.reset();
 }
@@ -591,6 +603,8 @@ void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
   log().info("outbound link up: {} at {} ({} credits, forwarding by {})", peer_name_,
              params_.address.to_string(), cap_,
              params_.write ? "RDMA WRITE with immediate" : "SEND");
+  acked_at_last_probe_ = 0;
+  schedule_probe();
   transport_.events().on_outbound_up(*this);
   transport_.events().on_credit(*this);
 }
@@ -641,13 +655,13 @@ void VerbsOutbound::drop(std::string_view reason, bool retry) {
   bool was_up = state_ == State::kUp;
   if (timer_) transport_.loop().cancel(timer_);
   timer_ = 0;
+  if (probe_timer_) transport_.loop().cancel(probe_timer_);
+  probe_timer_ = 0;
   state_ = retry ? State::kBackoff : State::kClosed;
   if (conn_) {
     transport_.forget(this);
     if (was_up) rdma_disconnect(conn_->id.get());
-    // Deferred: we may be inside this connection's own CQ poll or cm event.
-    Connection* dying = conn_.release();
-    transport_.loop().defer([dying] { delete dying; });
+    transport_.bury(std::move(conn_));
   }
   // Everything not acknowledged goes back to the node, newest first.
   uint64_t first = acked_, last = tail_;

@@ -124,6 +124,9 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   void drop(std::string_view reason, bool retry);
   void schedule_reconnect();
   bool post_control_receive(uint32_t index);
+  // Liveness: see verbs_datapath.cpp.
+  void schedule_probe();
+  void probe();
   void on_credit_frame(const ibv_wc& wc);
 
   VerbsTransport& transport_;
@@ -133,6 +136,8 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   uint32_t backoff_ms_ = 0;
   bool established_once_ = false;
   EventLoop::TimerId timer_ = 0;
+  EventLoop::TimerId probe_timer_ = 0;
+  uint64_t acked_at_last_probe_ = 0;
   // The peer's ring, from its welcome.
   CmWelcome peer_{};
   uint32_t peer_stride_ = 0;
@@ -174,6 +179,9 @@ class VerbsTransport final : public Transport {
   void create_qp(Connection& conn, uint32_t send_depth, uint32_t recv_depth);
   void reap(VerbsInbound* link);
   void forget(CqHandler* handler);
+  // Frees a failed outbound connection after the current loop iteration (we may be inside its
+  // own completion or cm event), and at the latest when the transport goes.
+  void bury(std::unique_ptr<Connection> connection);
 
  private:
   struct CmEvents final : EventLoop::Handler {
@@ -202,6 +210,8 @@ class VerbsTransport final : public Transport {
   CmId listen_id_;
   CmEvents cm_events_{};
   CqEvents cq_events_{};
+  std::vector<std::unique_ptr<Connection>> graveyard_;
+  bool burial_scheduled_ = false;
   std::vector<CqHandler*> cq_handlers_;  // busy polling walks these
   std::vector<std::unique_ptr<VerbsInbound>> inbound_;
 };

@@ -1,0 +1,119 @@
+// Writes the seed corpus of fuzz_frames (tests/fuzz/corpus/frames) with the real encoders, so
+// every seed is a valid frame or body of the current wire version:
+//   build-fuzz/tests/fuzz/frame_seeds tests/fuzz/corpus/frames
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hoprelay/transport/wire.h"
+
+namespace {
+
+using namespace hoprelay::transport;
+using Bytes = std::vector<std::byte>;
+
+Bytes header(FrameHeader h) {
+  Bytes b(kFrameHeaderSize);
+  encode_header(h, b.data());
+  return b;
+}
+
+Bytes frame(FrameHeader h, const Bytes& body) {
+  h.length = static_cast<uint32_t>(body.size());
+  Bytes b = header(h);
+  b.insert(b.end(), body.begin(), body.end());
+  return b;
+}
+
+HelloBody hello(PeerRole role, const char* name, uint32_t origin) {
+  HelloBody h;
+  h.role = role;
+  std::strncpy(h.name, name, kMaxNodeName);
+  h.topology_hash = 0x0123456789abcdefull;
+  h.origin = origin;
+  return h;
+}
+
+Bytes hello_body(const HelloBody& h) {
+  Bytes b(kHelloSize);
+  encode_hello(h, b.data());
+  return b;
+}
+
+Bytes welcome_body(uint32_t slots, uint32_t slot_size) {
+  Bytes b(kWelcomeSize);
+  encode_welcome({slots, slot_size, 0x0123456789abcdefull, 0}, b.data());
+  return b;
+}
+
+Bytes cm_hello_body(const HelloBody& h) {
+  Bytes b(kCmHelloSize);
+  encode_cm_hello(h, b.data());
+  return b;
+}
+
+Bytes cm_welcome_body(uint32_t slots, uint32_t slot_size) {
+  Bytes b(kCmWelcomeSize);
+  encode_cm_welcome({slots, slot_size, 0x1234, 0x7f0000001000ull, 0x0123456789abcdefull}, b.data());
+  return b;
+}
+
+Bytes text(const std::string& s) {
+  Bytes b(s.size());
+  std::memcpy(b.data(), s.data(), s.size());
+  return b;
+}
+
+Bytes cat(std::initializer_list<Bytes> parts) {
+  Bytes out;
+  for (const Bytes& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  std::string dir = argv[1];
+  auto put = [&](const std::string& name, const Bytes& b) {
+    std::ofstream out(dir + "/" + name, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    if (!out) {
+      std::fprintf(stderr, "cannot write %s/%s\n", dir.c_str(), name.c_str());
+      std::exit(1);
+    }
+  };
+
+  HelloBody node = hello(PeerRole::kNode, "relay-b.eu_1", 0);
+  HelloBody producer = hello(PeerRole::kProducer, "a", 7);
+  HelloBody longest = hello(PeerRole::kNode, std::string(kMaxNodeName, 'n').c_str(), 0);
+  Bytes payload = text("0123456789abcdef0123456789abcdef");
+
+  put("header-credit", header({FrameType::kCredit, 0, 0, 0, 0, 3, 0}));
+  put("header-bye", header({FrameType::kBye}));
+  put("header-data-empty", header({FrameType::kData, 0, 0, 1, 1, 0, 0}));
+  put("frame-data", frame({FrameType::kData, 1, 0, 7, 42, 0, 5}, payload));
+  put("frame-hello-node", frame({FrameType::kHello}, hello_body(node)));
+  put("frame-hello-producer", frame({FrameType::kHello}, hello_body(producer)));
+  put("frame-welcome", frame({FrameType::kWelcome}, welcome_body(64, 65536)));
+  put("frame-reject", frame({FrameType::kReject}, text("topology differs")));
+  put("body-hello", hello_body(longest));
+  put("body-welcome", welcome_body(4096, 16u << 20));
+  put("body-cm-hello", cm_hello_body(node));
+  put("body-cm-hello-producer", cm_hello_body(producer));
+  put("body-cm-welcome", cm_welcome_body(64, 65536));
+  put("body-cm-welcome-max", cm_welcome_body(4096, 16u << 20));
+  // A producer's session: hello, welcome back, data, credit, bye.
+  put("stream-session",
+      cat({frame({FrameType::kHello}, hello_body(producer)),
+           frame({FrameType::kWelcome}, welcome_body(2, 256)),
+           frame({FrameType::kData, 0, 0, 7, 1, 0, 0}, payload),
+           frame({FrameType::kData, 1, 0, 7, 2, 0, 1}, payload),
+           header({FrameType::kCredit, 0, 0, 0, 0, 2, 0}), header({FrameType::kBye})}));
+  return 0;
+}
