@@ -192,3 +192,26 @@ TEST(WireVerbs, ImmediateCarriesSlotAndLengthCheck) {
 
 }  // namespace
 }  // namespace hoprelay::transport
+
+#include "hoprelay/transport/backoff.h"
+
+namespace hoprelay::transport {
+namespace {
+
+TEST(Backoff, DoublesWithJitterUpToTheMaximumAndResets) {
+  Backoff b;
+  uint32_t bound = Backoff::kMinMs;
+  for (int i = 0; i < 10; ++i) {
+    auto d = b.next().count();
+    EXPECT_GE(d, bound / 2) << i;
+    EXPECT_LE(d, bound) << i;
+    bound = std::min(bound * 2, Backoff::kMaxMs);
+  }
+  b.reset();
+  EXPECT_LE(b.next().count(), Backoff::kMinMs);
+  b.slowest();
+  EXPECT_GE(b.next().count(), Backoff::kMaxMs / 2);
+}
+
+}  // namespace
+}  // namespace hoprelay::transport

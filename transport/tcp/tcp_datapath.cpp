@@ -275,7 +275,7 @@ bool TcpOutbound::read_control() {
         log().warn("{} refused this node: {}", peer_name_, reason);
         // Retried (at the slowest backoff): the peer may run an older topology that a reload
         // will fix.
-        backoff_ms_ = kBackoffMaxMs;
+        backoff_.slowest();
         drop("rejected by peer: " + reason, true);
         return false;
       } else if (h.type == FrameType::kBye) {

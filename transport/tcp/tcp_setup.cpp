@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <system_error>
 
 #include "hoprelay/transport/log.h"
@@ -22,7 +21,6 @@ namespace hoprelay::transport::tcp {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(5000);
-constexpr uint32_t kBackoffMinMs = 50;
 constexpr size_t kRxBuffer = 256 * 1024;
 
 spdlog::logger& log() {
@@ -363,7 +361,7 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   tx_.assign(peer_slots_, TxEntry{});
   acked_ = written_ = tail_ = 0;
   written_off_ = 0;
-  backoff_ms_ = 0;
+  backoff_.reset();
   state_ = State::kUp;
   log().info("outbound link up: {} at {} ({} credits)", peer_name_, params_.address.to_string(),
              peer_slots_);
@@ -404,12 +402,7 @@ void TcpOutbound::drop(std::string_view reason, bool retry) {
 
 void TcpOutbound::schedule_reconnect() {
   state_ = State::kBackoff;
-  // Exponential backoff with jitter (a delay drawn from [b/2, b]): a restarted relay is not
-  // hit by every upstream at the same instant.
-  backoff_ms_ = backoff_ms_ == 0 ? kBackoffMinMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  uint32_t delay = backoff_ms_ / 2 + rng() % (backoff_ms_ / 2 + 1);
-  timer_ = transport_.loop().after(std::chrono::milliseconds(delay), [this] { start(); });
+  timer_ = transport_.loop().after(backoff_.next(), [this] { start(); });
 }
 
 void TcpOutbound::close() {

@@ -10,13 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/transport/backoff.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::transport::tcp {
 
 class TcpTransport;
-
-inline constexpr uint32_t kBackoffMaxMs = 3000;
 
 // Heap memory: over TCP any memory can be sent from or received into.
 class HeapRegion final : public MemoryRegion {
@@ -122,7 +121,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   int fd_ = -1;
   bool want_write_ = false;
   bool flush_scheduled_ = false;
-  uint32_t backoff_ms_ = 0;
+  Backoff backoff_;
   uint64_t connects_ = 0;
   EventLoop::TimerId timer_ = 0;
   uint32_t peer_slots_ = 0;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <random>
 
 #include "hoprelay/transport/log.h"
 #include "verbs_transport.h"
@@ -19,8 +18,6 @@ namespace hoprelay::transport::verbs {
 namespace {
 
 constexpr int kResolveTimeoutMs = 2000;
-constexpr uint32_t kBackoffMinMs = 50;
-constexpr uint32_t kBackoffMaxMs = 3000;
 // Credits guarantee a posted receive for every message, so an RNR NAK means a bug or a dead
 // peer: retry a few times, then fail the link (7 would mean "retry forever", a silent hang).
 constexpr uint8_t kRnrRetry = 3;
@@ -597,7 +594,7 @@ void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
   acked_ = tail_ = 0;
   sq_outstanding_ = 0;
   unsignaled_ = 0;
-  backoff_ms_ = 0;
+  backoff_.reset();
   tune_rnr_timer(conn_->id->qp);
   state_ = State::kUp;
   log().info("outbound link up: {} at {} ({} credits, forwarding by {})", peer_name_,
@@ -629,7 +626,7 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
           strnlen(reinterpret_cast<const char*>(private_data.data()), private_data.size()));
       if (!reason.empty()) {
         log().warn("{} refused this node: {}", peer_name_, reason);
-        backoff_ms_ = kBackoffMaxMs;
+        backoff_.slowest();
       }
       return drop("rejected (status " + std::to_string(status) + ")" +
                       (reason.empty() ? "" : ": " + reason),
@@ -685,10 +682,7 @@ void VerbsOutbound::drop(std::string_view reason, bool retry) {
 
 void VerbsOutbound::schedule_reconnect() {
   state_ = State::kBackoff;
-  backoff_ms_ = backoff_ms_ == 0 ? kBackoffMinMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
-  static thread_local std::minstd_rand rng{std::random_device{}()};
-  uint32_t delay = backoff_ms_ / 2 + rng() % (backoff_ms_ / 2 + 1);
-  timer_ = transport_.loop().after(std::chrono::milliseconds(delay), [this] { start(); });
+  timer_ = transport_.loop().after(backoff_.next(), [this] { start(); });
 }
 
 void VerbsOutbound::close() {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/transport/backoff.h"
 #include "hoprelay/transport/transport.h"
 #include "verbs_resources.h"
 
@@ -133,7 +134,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   ConnectParams params_;
   std::unique_ptr<Connection> conn_;
   State state_ = State::kBackoff;
-  uint32_t backoff_ms_ = 0;
+  Backoff backoff_;
   bool established_once_ = false;
   EventLoop::TimerId timer_ = 0;
   EventLoop::TimerId probe_timer_ = 0;
