@@ -142,25 +142,40 @@ Report read_report(const fs::path& path) {
   return r;
 }
 
-std::string scrape(uint16_t port) {
+HttpResponse http_get(uint16_t port, const std::string& target) {
+  HttpResponse r;
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
     ::close(fd);
-    return "";
+    return r;
   }
-  std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  std::string req = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
   std::string resp;
   char buf[65536];
   ssize_t n;
   while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, size_t(n));
   ::close(fd);
-  auto body = resp.find("\r\n\r\n");
-  return body == std::string::npos ? "" : resp.substr(body + 4);
+  auto head_end = resp.find("\r\n\r\n");
+  if (head_end == std::string::npos) return r;
+  std::smatch m;
+  std::string head = resp.substr(0, head_end);
+  if (!std::regex_search(head, m, std::regex(R"(^HTTP/1\.[01] (\d{3}))"))) return r;
+  r.status = std::stoi(m[1]);
+  r.body = resp.substr(head_end + 4);
+  return r;
+}
+
+std::string scrape(uint16_t port) {
+  HttpResponse r = http_get(port, "/metrics");
+  return r.status == 200 ? r.body : "";
 }
 
 double metric_value(const std::string& exposition, const std::string& metric,

@@ -57,6 +57,13 @@ struct Report {
 };
 Report read_report(const fs::path& path);
 
+struct HttpResponse {
+  int status = 0;  // 0: no connection or no valid answer
+  std::string body;
+};
+// A minimal HTTP/1.0 GET to 127.0.0.1:port (the server closes the connection after the body),
+// with 5 s timeouts.
+HttpResponse http_get(uint16_t port, const std::string& target);
 // GET http://127.0.0.1:port/metrics; empty on failure.
 std::string scrape(uint16_t port);
 // Sum of the samples of `metric` whose label set contains `labels` (e.g. "reason=\"x\"").

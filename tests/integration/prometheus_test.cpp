@@ -47,43 +47,6 @@ std::string find_tool(const std::string& name) {
   return "";
 }
 
-struct HttpResponse {
-  int status = 0;  // 0: no connection or no valid answer
-  std::string body;
-};
-
-// A minimal HTTP/1.0 GET to 127.0.0.1:port (the server closes the connection after the body).
-HttpResponse http_get(uint16_t port, const std::string& target) {
-  HttpResponse r;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
-    ::close(fd);
-    return r;
-  }
-  std::string req = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::string resp;
-  char buf[65536];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, size_t(n));
-  ::close(fd);
-  std::smatch m;
-  auto head_end = resp.find("\r\n\r\n");
-  if (head_end == std::string::npos) return r;
-  std::string head = resp.substr(0, head_end);
-  if (!std::regex_search(head, m, std::regex(R"(^HTTP/1\.[01] (\d{3}))"))) return r;
-  r.status = std::stoi(m[1]);
-  r.body = resp.substr(head_end + 4);
-  return r;
-}
-
 std::string url_encode(const std::string& s) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
