@@ -388,15 +388,7 @@ void TcpOutbound::drop(std::string_view reason, bool retry) {
   for (uint64_t i = last; i-- > first;) {
     transport_.events().on_returned(*this, tx_[i % tx_.size()].cookie);
   }
-  if (was_up) {
-    if (retry) {
-      log().warn("outbound link to {} down: {} ({} unacknowledged frames kept for replay)",
-                 peer_name_, reason, last - first);
-    } else {
-      log().info("outbound link to {} closed", peer_name_);
-    }
-    transport_.events().on_outbound_down(*this, reason);
-  }
+  if (was_up) report_down(transport_.events(), reason, retry, last - first);
   if (retry) schedule_reconnect();
 }
 

@@ -667,13 +667,7 @@ void VerbsOutbound::drop(std::string_view reason, bool retry) {
     transport_.events().on_returned(*this, cookies_[i % cookies_.size()]);
   }
   if (was_up) {
-    if (retry) {
-      log().warn("outbound link to {} down: {} ({} unacknowledged frames kept for replay)",
-                 peer_name_, reason, last - first);
-    } else {
-      log().info("outbound link to {} closed", peer_name_);
-    }
-    transport_.events().on_outbound_down(*this, reason);
+    report_down(transport_.events(), reason, retry, last - first);
   } else {
     log().debug("connect to {} failed: {}", peer_name_, reason);
   }

@@ -56,6 +56,8 @@ struct PeerInfo {
   std::string address;  // "ip:port" the connection came from
 };
 
+class LinkEvents;
+
 class InboundLink {
  public:
   virtual ~InboundLink() = default;
@@ -98,6 +100,11 @@ class OutboundLink {
   virtual void close() = 0;
 
  protected:
+  // The common end of a transport's drop, after it has returned the `unacknowledged` frames:
+  // logs the link going down (a warning) or closing on purpose (info), and tells the owner.
+  void report_down(LinkEvents& events, std::string_view reason, bool retry,
+                   uint64_t unacknowledged);
+
   std::string peer_name_;
 };
 
