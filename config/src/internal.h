@@ -40,6 +40,10 @@ inline constexpr std::array<Spelling<Poll>, 2> kPollSpellings{{
     {"event", Poll::kEvent},
     {"busy", Poll::kBusy},
 }};
+inline constexpr std::array<Spelling<OnPeerDown>, 2> kOnPeerDownSpellings{{
+    {"block", OnPeerDown::kBlock},
+    {"drop-after", OnPeerDown::kDropAfter},
+}};
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transpositions, so "lsiten" is
 // one edit from "listen"), compared case-insensitively.

@@ -78,6 +78,9 @@ std::string_view to_string(Forward v) {
 std::string_view to_string(Poll v) {
   return spelling_of(internal::kPollSpellings, v);
 }
+std::string_view to_string(OnPeerDown v) {
+  return spelling_of(internal::kOnPeerDownSpellings, v);
+}
 
 const NodeSpec* Topology::find(std::string_view node) const {
   for (const auto& n : nodes) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -24,14 +25,13 @@ using internal::did_you_mean;
 // carry a header; 48 bytes is what is left for the name.
 constexpr size_t kMaxNodeNameBytes = 48;
 
-const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes"};
-const std::vector<std::string_view> kSettingKeys = {"transport", "slot_size", "slots",
-                                                    "ingress",   "forward",   "poll"};
-const std::vector<std::string_view> kPipelineKeys = {"name",    "transport", "slot_size", "slots",
-                                                     "ingress", "forward",   "poll"};
-const std::vector<std::string_view> kNodeKeys = {"listen",  "metrics",   "downstream", "route",
-                                                 "stage",   "transport", "slot_size",  "slots",
-                                                 "ingress", "forward",   "poll"};
+const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file"};
+const std::vector<std::string_view> kPipelineKeys = {"name",  "transport",    "slot_size",
+                                                     "slots", "ingress",      "forward",
+                                                     "poll",  "on_peer_down", "peer_down_timeout"};
+const std::vector<std::string_view> kNodeKeys = {
+    "listen", "metrics", "downstream", "route", "stage",        "transport",        "slot_size",
+    "slots",  "ingress", "forward",    "poll",  "on_peer_down", "peer_down_timeout"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -137,6 +137,8 @@ struct Settings {
   Ingress ingress = Ingress::kWrite;
   Forward forward = Forward::kSend;
   Poll poll = Poll::kEvent;
+  OnPeerDown on_peer_down = OnPeerDown::kBlock;
+  std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);
 };
 
 // One entry of [nodes], table or not, so that downstream names resolve against every declared
@@ -189,6 +191,8 @@ class Validator {
         pipeline = e.value;
       } else if (e.key == "nodes") {
         nodes = e.value;
+      } else if (e.key == "auth_key_file") {
+        parse_auth_key_file(e, topology);
       } else {
         unknown_key(e, "at top level", kTopLevelKeys, &suggested);
       }
@@ -252,6 +256,8 @@ class Validator {
       message += " (" + quoted(e.key) + " is a per-node key: set it in [nodes.NAME])";
     } else if (where != "in [pipeline]" && contains(kPipelineKeys, e.key)) {
       message += " (" + quoted(e.key) + " belongs in [pipeline])";
+    } else if (e.key == "auth_key_file") {
+      message += " (" + quoted(e.key) + " is a top-level key: set it before the first table)";
     }
     error(e.key_pos, std::move(message));
   }
@@ -292,6 +298,10 @@ class Validator {
       get_enum(e, name, internal::kForwardSpellings, &s.forward);
     } else if (e.key == "poll") {
       get_enum(e, name, internal::kPollSpellings, &s.poll);
+    } else if (e.key == "on_peer_down") {
+      get_enum(e, name, internal::kOnPeerDownSpellings, &s.on_peer_down);
+    } else if (e.key == "peer_down_timeout") {
+      parse_peer_down_timeout(e, name, s);
     } else if (e.key == "slot_size") {
       parse_slot_size(e, name, s);
     } else if (e.key == "slots") {
@@ -338,6 +348,39 @@ class Validator {
       return;
     }
     s.slot_size = static_cast<uint32_t>(*bytes);
+  }
+
+  void parse_peer_down_timeout(const Entry& e, const std::string& name, Settings& s) {
+    auto text = e.value->as_string();
+    if (!text) {
+      type_error(e, name, "a duration such as \"30s\"");
+      return;
+    }
+    auto duration = parse_duration(text->get());
+    if (!duration) {
+      error(e.value_pos, name + " " + quoted(text->get()) +
+                             " is not a duration: write a whole number with unit ms, s, m or h, "
+                             "as in \"500ms\" or \"30s\"");
+    } else if (*duration < kMinPeerDownTimeout || *duration > kMaxPeerDownTimeout) {
+      error(e.value_pos, name + " " + quoted(text->get()) + " is out of range: must be between " +
+                             duration_text(kMinPeerDownTimeout) + " and " +
+                             duration_text(kMaxPeerDownTimeout));
+    } else {
+      s.peer_down_timeout = *duration;
+    }
+  }
+
+  // Not read here (the transport reads it when it starts): a missing or unreadable key file is
+  // the business of the host that runs a node, not of `hoprelay validate` on another host.
+  void parse_auth_key_file(const Entry& e, Topology& topology) {
+    auto path = get_string(e, "auth_key_file");
+    if (!path) return;
+    if (path->empty()) {
+      error(e.value_pos, "auth_key_file must not be empty");
+      return;
+    }
+    topology.auth_key_file = path->front() == '/' ? *path : beside_file(*path);
+    topology.auth_key_file_pos = e.value_pos;
   }
 
   void parse_pipeline(const toml::node& node, Topology& topology, Settings& defaults) {
@@ -450,6 +493,8 @@ class Validator {
     spec.ingress = s.ingress;
     spec.forward = s.forward;
     spec.poll = s.poll;
+    spec.on_peer_down = s.on_peer_down;
+    spec.peer_down_timeout = s.peer_down_timeout;
   }
 
   std::optional<Endpoint> get_address(const Entry& e, const std::string& name,
@@ -497,15 +542,21 @@ class Validator {
     }
   }
 
-  // A relative plugin path ("stages/x.so") is relative to the topology file, not to wherever
-  // the daemon happens to run; a bare "x.so" is left to the dynamic linker's search path.
+  // A relative path in the file is relative to the topology file, not to wherever the
+  // program reading it happens to run (systemd starts hoprelayd in /).
+  std::string beside_file(const std::string& relative) const {
+    size_t slash = path_.rfind('/');
+    return slash == std::string::npos ? relative : path_.substr(0, slash + 1) + relative;
+  }
+
+  // A relative plugin path ("stages/x.so") is resolved with beside_file(); a bare "x.so" is
+  // left to the dynamic linker's search path.
   std::string plugin_location(const std::string& plugin) const {
     if (!stages::is_plugin_path(plugin) || plugin.front() == '/' ||
         plugin.find('/') == std::string::npos) {
       return plugin;
     }
-    size_t slash = path_.rfind('/');
-    return slash == std::string::npos ? plugin : path_.substr(0, slash + 1) + plugin;
+    return beside_file(plugin);
   }
 
   // Resolving loads plugins (dlopen), so each spelling is resolved once per file.

@@ -1,10 +1,12 @@
-// Scalar value syntaxes of the topology file (sizes, addresses) and typo suggestions.
+// Scalar value syntaxes of the topology file (sizes, durations, addresses) and typo suggestions.
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <utility>
 
 #include "internal.h"
 
@@ -56,6 +58,35 @@ std::string check_port(std::string_view port, uint16_t* out) {
   return "";
 }
 
+// "64KiB", "30 s": the number and the unit after it (possibly empty). Spaces are allowed
+// between the two, nowhere else; nullopt without digits or beyond 64 bits.
+std::optional<std::pair<uint64_t, std::string_view>> split_number_unit(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && is_digit(text[digits])) ++digits;
+  if (digits == 0) return std::nullopt;
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, value);
+  if (ec != std::errc()) return std::nullopt;  // more than 64 bits
+  std::string_view unit = text.substr(digits);
+  size_t spaces = 0;
+  while (spaces < unit.size() && unit[spaces] == ' ') ++spaces;
+  if (spaces > 0 && spaces == unit.size()) return std::nullopt;
+  unit.remove_prefix(spaces);
+  return std::pair{value, unit};
+}
+
+struct DurationUnit {
+  std::string_view name;
+  uint64_t ms;
+};
+// Smallest first.
+constexpr std::array<DurationUnit, 4> kDurationUnits{{
+    {"ms", 1},
+    {"s", 1000},
+    {"m", 60 * 1000},
+    {"h", 60 * 60 * 1000},
+}};
+
 }  // namespace
 
 std::string Endpoint::to_string() const {
@@ -65,18 +96,9 @@ std::string Endpoint::to_string() const {
 }
 
 std::optional<uint64_t> parse_size(std::string_view text) {
-  size_t digits = 0;
-  while (digits < text.size() && is_digit(text[digits])) ++digits;
-  if (digits == 0) return std::nullopt;
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, value);
-  if (ec != std::errc()) return std::nullopt;  // more than 64 bits
-  std::string_view unit = text.substr(digits);
-  // "64 KiB" reads naturally too; allow spaces between number and unit, nowhere else.
-  size_t spaces = 0;
-  while (spaces < unit.size() && unit[spaces] == ' ') ++spaces;
-  if (spaces > 0 && spaces == unit.size()) return std::nullopt;
-  unit.remove_prefix(spaces);
+  auto parsed = split_number_unit(text);
+  if (!parsed) return std::nullopt;
+  auto [value, unit] = *parsed;
   uint64_t scale = 0;
   if (unit.empty() || unit == "B") {
     scale = 1;
@@ -89,6 +111,28 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   }
   if (value > UINT64_MAX / scale) return std::nullopt;
   return value * scale;
+}
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  auto parsed = split_number_unit(text);
+  if (!parsed) return std::nullopt;
+  auto [value, unit] = *parsed;
+  // A bare number is refused: "30" could mean seconds as well as milliseconds.
+  uint64_t scale = 0;
+  for (const DurationUnit& u : kDurationUnits) {
+    if (unit == u.name) scale = u.ms;
+  }
+  if (scale == 0 || value > uint64_t(INT64_MAX) / scale) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(value * scale));
+}
+
+std::string duration_text(std::chrono::milliseconds duration) {
+  int64_t ms = duration.count();
+  for (auto u = kDurationUnits.rbegin(); u != kDurationUnits.rend(); ++u) {
+    if (ms != 0 && ms % int64_t(u->ms) == 0)
+      return std::to_string(ms / int64_t(u->ms)) + std::string(u->name);
+  }
+  return std::to_string(ms) + "ms";
 }
 
 std::optional<Endpoint> parse_endpoint(std::string_view text) {

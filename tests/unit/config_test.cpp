@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -232,6 +233,84 @@ stage = { mode = "x", plugin = "crc32c" }
   EXPECT_EQ(t.nodes[4].stage.params, (Params{{"mode", "-7"}}));
   EXPECT_EQ(t.nodes[5].stage.params, (Params{{"mode", "x"}}));
   EXPECT_EQ(t.nodes[5].stage.plugin, "crc32c");
+}
+
+TEST(ConfigTest, OnPeerDownDefaultsAndPerNodeOverrides) {
+  Topology plain = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t");
+  EXPECT_EQ(plain.nodes[0].on_peer_down, OnPeerDown::kBlock);
+  EXPECT_EQ(plain.nodes[0].peer_down_timeout, std::chrono::seconds(30));
+
+  Topology t = parse_topology(R"([pipeline]
+name = "p"
+on_peer_down = "drop-after"
+peer_down_timeout = "5s"
+[nodes.a]
+listen = "h:1"
+[nodes.b]
+listen = "h:2"
+on_peer_down = "block"
+[nodes.c]
+listen = "h:3"
+peer_down_timeout = "500 ms"
+)",
+                              "t.toml");
+  ASSERT_EQ(t.nodes.size(), 3u);
+  EXPECT_EQ(t.nodes[0].on_peer_down, OnPeerDown::kDropAfter);
+  EXPECT_EQ(t.nodes[0].peer_down_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(t.nodes[1].on_peer_down, OnPeerDown::kBlock);
+  EXPECT_EQ(t.nodes[1].peer_down_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(t.nodes[2].on_peer_down, OnPeerDown::kDropAfter);
+  EXPECT_EQ(t.nodes[2].peer_down_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(to_string(OnPeerDown::kDropAfter), "drop-after");
+}
+
+TEST(ConfigTest, AuthKeyFileIsResolvedAgainstTheTopologyFile) {
+  auto key_of = [](std::string_view value, const std::string& path) {
+    return parse_topology("auth_key_file = " + std::string(value) + "\n" +
+                              with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"),
+                          path);
+  };
+  Topology t = key_of("\"keys/hoprelay.key\"", "/etc/hoprelay/topology.toml");
+  EXPECT_EQ(t.auth_key_file, "/etc/hoprelay/keys/hoprelay.key");
+  EXPECT_EQ(t.auth_key_file_pos.line, 1u);
+  EXPECT_EQ(t.auth_key_file_pos.col, 17u);
+  // Unlike a bare plugin name, a bare file name has no search path: it is beside the file.
+  EXPECT_EQ(key_of("\"k\"", "conf/t.toml").auth_key_file, "conf/k");
+  EXPECT_EQ(key_of("\"./k\"", "conf/t.toml").auth_key_file, "conf/./k");
+  EXPECT_EQ(key_of("\"/abs/k\"", "conf/t.toml").auth_key_file, "/abs/k");
+  EXPECT_EQ(key_of("\"k\"", "t.toml").auth_key_file, "k");
+  Topology none = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "conf/t.toml");
+  EXPECT_EQ(none.auth_key_file, "");
+  EXPECT_EQ(none.auth_key_file_pos.line, 0u);
+}
+
+TEST(ConfigTest, ParseDuration) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(parse_duration("500ms"), milliseconds(500));
+  EXPECT_EQ(parse_duration("5s"), milliseconds(5000));
+  EXPECT_EQ(parse_duration("2m"), milliseconds(120000));
+  EXPECT_EQ(parse_duration("1h"), milliseconds(3600000));
+  EXPECT_EQ(parse_duration("30 s"), milliseconds(30000));
+  EXPECT_EQ(parse_duration("0s"), milliseconds(0));
+  EXPECT_EQ(parse_duration(""), std::nullopt);
+  EXPECT_EQ(parse_duration("30"), std::nullopt);  // no unit: seconds or milliseconds?
+  EXPECT_EQ(parse_duration("s"), std::nullopt);
+  EXPECT_EQ(parse_duration("1.5s"), std::nullopt);
+  EXPECT_EQ(parse_duration("-1s"), std::nullopt);
+  EXPECT_EQ(parse_duration("5S"), std::nullopt);
+  EXPECT_EQ(parse_duration("5sec"), std::nullopt);
+  EXPECT_EQ(parse_duration("1d"), std::nullopt);
+  EXPECT_EQ(parse_duration(" 5s"), std::nullopt);
+  EXPECT_EQ(parse_duration("5s "), std::nullopt);
+  EXPECT_EQ(parse_duration("9223372036854775808ms"), std::nullopt);  // 2^63
+  EXPECT_EQ(parse_duration("9223372036854776s"), std::nullopt);
+  EXPECT_EQ(duration_text(milliseconds(500)), "500ms");
+  EXPECT_EQ(duration_text(milliseconds(5000)), "5s");
+  EXPECT_EQ(duration_text(milliseconds(1500)), "1500ms");
+  EXPECT_EQ(duration_text(milliseconds(120000)), "2m");
+  EXPECT_EQ(duration_text(milliseconds(90000)), "90s");
+  EXPECT_EQ(duration_text(kMaxPeerDownTimeout), "24h");
+  EXPECT_EQ(duration_text(milliseconds(0)), "0ms");
 }
 
 // --- rejections --------------------------------------------------------------------------
@@ -547,6 +626,59 @@ TEST(ConfigTest, EnumValuesListTheAllowedSet) {
   // Case differences are suggested too.
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ntransport = \"TCP\"\n"), 5, 13,
                "did you mean \"tcp\"?");
+}
+
+// A file whose node a (line 3) has `keys` from line 5 on.
+std::string node_a(std::string_view keys) {
+  return with_pipeline("[nodes.a]\nlisten = \"h:1\"\n" + std::string(keys));
+}
+
+// A file whose [pipeline] has `keys` from line 3 on.
+std::string pipeline_with(std::string_view keys) {
+  return std::string(kPipeline) + std::string(keys) + "[nodes.a]\nlisten = \"h:1\"\n";
+}
+
+TEST(ConfigTest, OnPeerDownValuesThatDoNotValidate) {
+  expect_error(pipeline_with("on_peer_down = \"drop\"\n"), 3, 16,
+               "pipeline.on_peer_down must be one of \"block\", \"drop-after\", not \"drop\"");
+  expect_error(node_a("on_peer_down = \"drop_after\"\n"), 5, 16,
+               "nodes.a.on_peer_down must be one of \"block\", \"drop-after\", not "
+               "\"drop_after\"; did you mean \"drop-after\"?");
+  expect_error(node_a("on_peer_down = true\n"), 5, 16,
+               "nodes.a.on_peer_down must be a string, got boolean");
+  expect_error(node_a("on_peer_dwon = \"block\"\n"), 5, 1,
+               "unknown key \"on_peer_dwon\" in [nodes.a]; did you mean \"on_peer_down\"?");
+  expect_error(
+      pipeline_with("peer_down_timout = \"1s\"\n"), 3, 1,
+      "unknown key \"peer_down_timout\" in [pipeline]; did you mean \"peer_down_timeout\"?");
+}
+
+TEST(ConfigTest, PeerDownTimeoutThatDoesNotValidate) {
+  expect_error(pipeline_with("peer_down_timeout = 5\n"), 3, 21,
+               "pipeline.peer_down_timeout must be a duration such as \"30s\", got integer");
+  expect_error(node_a("peer_down_timeout = \"5 sec\"\n"), 5, 21,
+               "nodes.a.peer_down_timeout \"5 sec\" is not a duration: write a whole number with "
+               "unit ms, s, m or h, as in \"500ms\" or \"30s\"");
+  expect_error(node_a("peer_down_timeout = \"30\"\n"), 5, 21, "is not a duration");
+  expect_error(
+      pipeline_with("peer_down_timeout = \"50ms\"\n"), 3, 21,
+      "pipeline.peer_down_timeout \"50ms\" is out of range: must be between 100ms and 24h");
+  expect_error(node_a("peer_down_timeout = \"25h\"\n"), 5, 21, "is out of range");
+  // The limits themselves are allowed.
+  EXPECT_NO_THROW(parse_topology(pipeline_with("peer_down_timeout = \"100ms\"\n"), "t"));
+  EXPECT_NO_THROW(parse_topology(node_a("peer_down_timeout = \"24h\"\n"), "t"));
+}
+
+TEST(ConfigTest, AuthKeyFileThatDoesNotValidate) {
+  std::string nodes = node_a("");
+  expect_error("auth_key_file = 5\n" + nodes, 1, 17, "auth_key_file must be a string, got integer");
+  expect_error("auth_key_file = \"\"\n" + nodes, 1, 17, "auth_key_file must not be empty");
+  expect_error("auth_kye_file = \"k\"\n" + nodes, 1, 1,
+               "unknown key \"auth_kye_file\" at top level; did you mean \"auth_key_file\"?");
+  // Below a table header, TOML puts the key into that table.
+  expect_error(pipeline_with("auth_key_file = \"k\"\n"), 3, 1,
+               "unknown key \"auth_key_file\" in [pipeline] (\"auth_key_file\" is a top-level key: "
+               "set it before the first table)");
 }
 
 TEST(ConfigTest, UnknownBuiltInStageSuggests) {

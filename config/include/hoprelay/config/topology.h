@@ -2,6 +2,7 @@
 // their links and stages. This header is the validated, resolved form the daemon works from.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -51,12 +52,17 @@ enum class Ingress { kWrite, kSend };
 enum class Forward { kSend, kWrite };
 // Completion handling: a completion channel (event) or busy polling.
 enum class Poll { kEvent, kBusy };
+// What a node does with the messages routed to a downstream peer whose link stays down: hold
+// them (block its branch, lose nothing), or drop them once it has been down for
+// peer_down_timeout.
+enum class OnPeerDown { kBlock, kDropAfter };
 
 std::string_view to_string(TransportKind v);
 std::string_view to_string(Route v);
 std::string_view to_string(Ingress v);
 std::string_view to_string(Forward v);
 std::string_view to_string(Poll v);
+std::string_view to_string(OnPeerDown v);
 
 struct StageSpec {
   std::string plugin = "passthrough";
@@ -70,6 +76,10 @@ inline constexpr uint64_t kMinSlotSize = 256;
 inline constexpr uint64_t kMaxSlotSize = 16ull << 20;  // 16 MiB
 inline constexpr int64_t kMinSlots = 2;
 inline constexpr int64_t kMaxSlots = 4096;
+// Shorter than a few reconnect attempts would drop a branch on every blip of a link; longer
+// than a day is no timeout anyone means (and keeps deadlines far from overflowing).
+inline constexpr std::chrono::milliseconds kMinPeerDownTimeout{100};
+inline constexpr std::chrono::milliseconds kMaxPeerDownTimeout = std::chrono::hours(24);
 
 struct NodeSpec {
   std::string name;
@@ -86,6 +96,8 @@ struct NodeSpec {
   Ingress ingress = Ingress::kWrite;
   Forward forward = Forward::kSend;
   Poll poll = Poll::kEvent;
+  OnPeerDown on_peer_down = OnPeerDown::kBlock;
+  std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);  // with kDropAfter
   SourcePos pos;  // where [nodes.NAME] starts
 
   bool is_head() const { return upstream.empty(); }
@@ -99,6 +111,11 @@ struct Topology {
   TransportKind transport = TransportKind::kAuto;
   uint32_t slot_size = 64 * 1024;
   uint32_t slots = 64;
+  // The pre-shared key file of the connection handshake (docs/security.md), as a path usable
+  // from any directory (a relative one is resolved against the topology file's directory);
+  // empty when the file names none. Only validated as a path here, not read.
+  std::string auth_key_file;
+  SourcePos auth_key_file_pos;  // of its value
   std::vector<NodeSpec> nodes;  // file order
 
   const NodeSpec* find(std::string_view node) const;
@@ -126,6 +143,10 @@ std::string to_dot(const Topology& topology);
 
 // "64KiB", "1MiB", "512B", "4096" -> bytes. nullopt when it does not parse.
 std::optional<uint64_t> parse_size(std::string_view text);
+// "500ms", "30s", "2m", "1h" (also "30 s") -> milliseconds. nullopt when it does not parse.
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+// The reverse, in the largest unit that is exact: 500ms -> "500ms", 5000ms -> "5s".
+std::string duration_text(std::chrono::milliseconds duration);
 // "127.0.0.1:7001", "[::1]:7001", "host:7001"; nullopt when it does not parse.
 std::optional<Endpoint> parse_endpoint(std::string_view text);
 uint64_t fnv1a64(std::string_view bytes);
