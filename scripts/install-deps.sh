@@ -7,6 +7,7 @@ build_pkgs=(
   build-essential cmake pkg-config clang-format curl git
   libspdlog-dev libfmt-dev libtomlplusplus-dev prometheus-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libibverbs-dev librdmacm-dev libsystemd-dev libcurl4-openssl-dev
+  libssl-dev  # libcrypto: HMAC-SHA-256 for auth_key_file (docs/security.md)
   libzmq3-dev  # bench/: the ZeroMQ reference of docs/performance.md
 )
 # Run-time and test tools: the rxe userspace provider, perftest as the verbs reference,

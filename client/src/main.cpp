@@ -153,6 +153,9 @@ int main(int argc, char** argv) {
     client::Producer producer(loop, opts);
     std::string name = "send-" + std::to_string(getpid());
     transport::Identity id{transport::PeerRole::kProducer, name, topology->hash, opts.origin};
+    if (!topology->auth_key_file.empty()) {
+      id.auth = transport::AuthKey::load(topology->auth_key_file);
+    }
     transport::TransportOptions options{head->transport, head->listen, false, head->poll};
     auto choice = transport::make_transport(options, loop, producer, id);
     spdlog::info("{}", choice.reason);

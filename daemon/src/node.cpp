@@ -1,5 +1,7 @@
 #include "hoprelay/daemon/node.h"
 
+#include <netdb.h>
+
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
@@ -11,6 +13,37 @@
 
 namespace hoprelay::daemon {
 namespace {
+
+// The host part of a peer address as transports report it: "ip:port", "[v6]:port" or "ip".
+std::string_view host_of(std::string_view address) {
+  if (address.starts_with('[')) return address.substr(1, address.find(']') - 1);
+  if (std::count(address.begin(), address.end(), ':') == 1) {
+    return address.substr(0, address.find(':'));
+  }
+  return address;
+}
+
+// Whether a connection from `peer_host` can come from the node declared at `declared`: one
+// of the addresses its listen host resolves to (nodes send from their listen address: the
+// transports bind outgoing connections to it). A wildcard listen address says nothing about
+// where the node sends from, so it matches anything. Control path: may resolve a name.
+bool from_declared_host(const config::Endpoint& declared, std::string_view peer_host) {
+  if (declared.host == "0.0.0.0" || declared.host == "::") return true;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(declared.host.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool match = false;
+  for (addrinfo* ai = res; ai && !match; ai = ai->ai_next) {
+    char host[NI_MAXHOST];
+    if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) ==
+        0) {
+      match = peer_host == host;
+    }
+  }
+  freeaddrinfo(res);
+  return match;
+}
 
 spdlog::logger& log() {
   static auto logger = module_logger("node");
@@ -39,6 +72,9 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
       loop_(loop),
       stage_(std::move(stage)) {
   transport::Identity id{transport::PeerRole::kNode, spec_->name, topology_->hash, 0};
+  if (!topology_->auth_key_file.empty()) {
+    id.auth = transport::AuthKey::load(topology_->auth_key_file);
+  }
   transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll};
   auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
@@ -117,7 +153,13 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
   }
   if (std::find(spec_->upstream.begin(), spec_->upstream.end(), peer.name) !=
       spec_->upstream.end()) {
-    return true;
+    const config::NodeSpec* declared = topology_->find(peer.name);
+    if (from_declared_host(declared->listen, host_of(peer.address))) return true;
+    metrics_->rejected("wrong_address").Increment();
+    reason = "\"" + peer.name + "\" connects from " + std::string(host_of(peer.address)) +
+             ", not from its address in topology " + topology_->name + " (" +
+             declared->listen.host + ")";
+    return false;
   }
   metrics_->rejected("not_upstream").Increment();
   reason = "\"" + peer.name + "\" is not an upstream peer of " + spec_->name + " in topology " +
@@ -272,6 +314,10 @@ void Node::on_acked(transport::OutboundLink& link, void* cookie) {
 
 void Node::on_returned(transport::OutboundLink& link, void* cookie) {
   downstream_of(link).waiting.push_front(static_cast<transport::Slot*>(cookie));
+}
+
+void Node::on_auth_failed(const transport::PeerInfo&) {
+  metrics_->rejected("auth_failed").Increment();
 }
 
 void Node::on_protocol_error(std::string_view kind) {

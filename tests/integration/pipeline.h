@@ -48,9 +48,16 @@ class Pipeline {
     write_topology();
   }
 
+  // Top-level keys written before [pipeline], e.g. auth_key_file.
+  void set_preamble(std::string preamble) {
+    preamble_ = std::move(preamble);
+    write_topology();
+  }
+
   void write_topology() {
     std::ostringstream t;
-    t << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
+    t << preamble_
+      << "[pipeline]\nname = \"it\"\ntransport = \"tcp\"\nslot_size = \"16KiB\"\nslots = 32\n"
       << pipeline_extra_ << "\n";
     for (auto& n : nodes_) {
       t << "[nodes." << n.name << "]\nlisten = \"127.0.0.1:" << n.port << "\"\n"
@@ -129,6 +136,7 @@ class Pipeline {
   const TempDir& dir_;
   std::vector<NodeDef> nodes_;
   std::string pipeline_extra_;
+  std::string preamble_;
   fs::path topology_;
   std::map<std::string, std::unique_ptr<Process>> procs_;
   int restarts_ = 0;

@@ -45,7 +45,7 @@ TEST(Wire, RejectsEveryBadField) {
   b = encoded(FrameHeader{FrameType::kCredit});
   b[3] = std::byte{0};
   EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadType);
-  b[3] = std::byte{7};
+  b[3] = std::byte{9};  // one past kAuth
   EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadType);
 
   b = encoded(FrameHeader{FrameType::kCredit});

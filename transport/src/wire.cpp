@@ -66,7 +66,7 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   if (load_le<uint16_t>(in) != kFrameMagic) return WireError::kBadMagic;
   if (uint8_t(in[2]) != kWireVersion) return WireError::kBadVersion;
   uint8_t type = uint8_t(in[3]);
-  if (type < uint8_t(FrameType::kHello) || type > uint8_t(FrameType::kBye)) {
+  if (type < uint8_t(FrameType::kHello) || type > uint8_t(FrameType::kAuth)) {
     return WireError::kBadType;
   }
   if (load_le<uint16_t>(in + 6) != 0) return WireError::kBadReserved;
@@ -161,15 +161,24 @@ bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out) {
 void encode_cm_welcome(const CmWelcome& w, std::byte* out) {
   std::memset(out, 0, kCmWelcomeSize);
   out[0] = std::byte{kWireVersion};
+  out[1] = std::byte{w.auth ? kCmAuth : uint8_t{0}};
   store_le<uint32_t>(out + 4, w.slots);
   store_le<uint32_t>(out + 8, w.slot_size);
   store_le<uint32_t>(out + 12, w.rkey);
   store_le<uint64_t>(out + 16, w.ring_addr);
   store_le<uint64_t>(out + 24, w.topology_hash);
+  if (w.auth) std::memcpy(out + kCmWelcomeSize, w.nonce.data(), w.nonce.size());
 }
 
 bool decode_cm_welcome(std::span<const std::byte> in, CmWelcome& out) {
   if (in.size() < kCmWelcomeSize || uint8_t(in[0]) != kWireVersion) return false;
+  uint8_t flags = uint8_t(in[1]);
+  if (flags & ~kCmAuth) return false;
+  out.auth = flags & kCmAuth;
+  if (out.auth) {
+    if (in.size() < kCmChallengeSize) return false;
+    std::memcpy(out.nonce.data(), in.data() + kCmWelcomeSize, out.nonce.size());
+  }
   out.slots = load_le<uint32_t>(in.data() + 4);
   out.slot_size = load_le<uint32_t>(in.data() + 8);
   out.rkey = load_le<uint32_t>(in.data() + 12);

@@ -109,6 +109,8 @@ bool TcpInbound::parse_buffered() {
     rx_begin_ += whole;
     if (h.type == FrameType::kHello && state_ == State::kHello) {
       handle_hello(h, body);
+    } else if (h.type == FrameType::kAuth && state_ == State::kAuth) {
+      handle_auth(h, body);
     } else if (h.type == FrameType::kBye) {
       fail("peer closed the link (bye)", true);
       return false;
@@ -270,6 +272,8 @@ bool TcpOutbound::read_control() {
         if (!handle_credit(h)) return false;
       } else if (h.type == FrameType::kWelcome && state_ == State::kHello) {
         handle_welcome(h, body);
+      } else if (h.type == FrameType::kChallenge && state_ == State::kHello) {
+        handle_challenge(h, body);
       } else if (h.type == FrameType::kReject) {
         std::string reason(reinterpret_cast<const char*>(body.data()), body.size());
         log().warn("{} refused this node: {}", peer_name_, reason);

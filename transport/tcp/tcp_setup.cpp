@@ -195,19 +195,49 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   peer_.topology_hash = hello.topology_hash;
   peer_.origin = hello.origin;
   std::string reason;
-  if (!transport_.events().admit(peer_, reason)) {
-    log().warn("rejected {} from {}: {}", peer_.name, peer_.address, reason);
-    FrameHeader r{FrameType::kReject};
-    r.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlPayload));
-    send_control(r, {reinterpret_cast<const std::byte*>(reason.data()), r.length});
-    state_ = State::kClosed;  // nothing more is read; the reject is flushed, then closed
-    ::shutdown(fd_, SHUT_WR);
-    transport_.loop().remove(fd_);
-    ::close(fd_);
-    fd_ = -1;
-    transport_.reap(this);
-    return;
+  if (!transport_.events().admit(peer_, reason)) return reject(reason);
+  if (!transport_.identity().auth) return admitted(nullptr);
+  // The name is one the topology declares; now the peer proves it holds the key.
+  std::memcpy(hello_.data(), body.data(), kHelloSize);
+  challenge_ = fresh_nonce();
+  FrameHeader c{FrameType::kChallenge};
+  c.length = kNonceSize;
+  send_control(c, challenge_);
+  state_ = State::kAuth;
+  hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
+    hello_timer_ = 0;
+    protocol_error("hello_timeout", "no answer to the authentication challenge within 5 s");
+  });
+}
+
+void TcpInbound::handle_auth(const FrameHeader& h, std::span<const std::byte> body) {
+  if (h.length != kAuthSize) return protocol_error("bad_auth", "malformed auth frame");
+  transport_.loop().cancel(hello_timer_);
+  hello_timer_ = 0;
+  Nonce client;
+  std::memcpy(client.data(), body.data(), kNonceSize);
+  Mac expected = transport_.identity().auth->client_proof(challenge_, client, hello_);
+  if (!mac_matches(expected, body.subspan(kNonceSize))) {
+    transport_.events().on_auth_failed(peer_);
+    return reject("authentication failed: wrong auth_key_file, or not " + peer_.name);
   }
+  admitted(&client);
+}
+
+void TcpInbound::reject(std::string_view reason) {
+  log().warn("rejected {} from {}: {}", peer_.name, peer_.address, reason);
+  FrameHeader r{FrameType::kReject};
+  r.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlPayload));
+  send_control(r, {reinterpret_cast<const std::byte*>(reason.data()), r.length});
+  state_ = State::kClosed;  // nothing more is read; the reject is flushed, then closed
+  ::shutdown(fd_, SHUT_WR);
+  transport_.loop().remove(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  transport_.reap(this);
+}
+
+void TcpInbound::admitted(const Nonce* client_nonce) {
   if (peer_.topology_hash != transport_.identity().topology_hash) {
     log().warn("{} at {} runs a different topology file (hash {:016x}, ours {:016x})", peer_.name,
                peer_.address, peer_.topology_hash, transport_.identity().topology_hash);
@@ -219,12 +249,20 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   rx_.resize(kRxBuffer);
   state_ = State::kUp;
   WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash};
-  std::array<std::byte, kWelcomeSize> body_out;
+  std::array<std::byte, kWelcomeSize + kMacSize> body_out;
   encode_welcome(w, body_out.data());
   FrameHeader wh{FrameType::kWelcome};
   wh.length = kWelcomeSize;
-  send_control(wh, body_out);
-  log().info("inbound link up: {} from {}", peer_.name, peer_.address);
+  if (client_nonce) {
+    // Our answer: the sender checks it before it sends a single message.
+    Mac proof = transport_.identity().auth->server_proof(*client_nonce, challenge_,
+                                                         std::span(body_out).first(kWelcomeSize));
+    std::memcpy(body_out.data() + kWelcomeSize, proof.data(), kMacSize);
+    wh.length += kMacSize;
+  }
+  send_control(wh, std::span(body_out).first(wh.length));
+  log().info("inbound link up: {} from {}{}", peer_.name, peer_.address,
+             client_nonce ? " (authenticated)" : "");
   transport_.events().on_inbound_up(*this);
 }
 
@@ -301,6 +339,18 @@ void TcpOutbound::start() {
   fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) return schedule_reconnect();
   set_nodelay(fd_);
+  // A node sends from the address it listens on: that is the address its peers expect it to
+  // come from (admission checks the source address against the topology).
+  const config::Endpoint& own = transport_.listen_params().address;
+  if (!own.host.empty() && own.host != "0.0.0.0" && own.host != "::") {
+    sockaddr_storage src{};
+    socklen_t src_len = 0;
+    config::Endpoint any_port{own.host, 0};
+    if (resolve(any_port, src, src_len, true) && src.ss_family == addr.ss_family &&
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&src), src_len) != 0) {
+      log().debug("cannot send from {}: {}", own.host, std::strerror(errno));
+    }
+  }
   ++connects_;
   int rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), len);
   if (rc < 0 && errno != EINPROGRESS) {
@@ -338,6 +388,8 @@ void TcpOutbound::on_connected() {
   h.length = kHelloSize;
   encode_header(h, buf.data());
   encode_hello(hello, buf.data() + kFrameHeaderSize);
+  std::memcpy(hello_.data(), buf.data() + kFrameHeaderSize, kHelloSize);
+  challenged_ = false;
   // The socket is fresh and empty: 96 bytes always fit into its send buffer.
   if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
     return drop("cannot send hello", true);
@@ -345,10 +397,55 @@ void TcpOutbound::on_connected() {
   transport_.loop().modify(fd_, EPOLLIN, this);
 }
 
+void TcpOutbound::handle_challenge(const FrameHeader& h, std::span<const std::byte> body) {
+  const auto& key = transport_.identity().auth;
+  if (!key) {
+    return refuse_peer(
+        "it asks for authentication and this node has no auth_key_file: give both the same "
+        "topology");
+  }
+  if (challenged_ || h.length != kNonceSize) return drop("malformed challenge", true);
+  challenged_ = true;
+  std::memcpy(challenge_.data(), body.data(), kNonceSize);
+  nonce_ = fresh_nonce();
+  Mac proof = key->client_proof(challenge_, nonce_, hello_);
+  std::array<std::byte, kFrameHeaderSize + kAuthSize> buf;
+  FrameHeader a{FrameType::kAuth};
+  a.length = kAuthSize;
+  encode_header(a, buf.data());
+  std::memcpy(buf.data() + kFrameHeaderSize, nonce_.data(), kNonceSize);
+  std::memcpy(buf.data() + kFrameHeaderSize + kNonceSize, proof.data(), kMacSize);
+  // Nothing else was sent since the hello: 96 more bytes fit into the socket's buffer.
+  if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
+    return drop("cannot send auth", true);
+  }
+}
+
+void TcpOutbound::refuse_peer(std::string_view why) {
+  log().error("not sending to {} at {}: {}", peer_name_, params_.address.to_string(), why);
+  backoff_.slowest();
+  drop(std::string("authentication: ") + std::string(why), true);
+}
+
 void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte> body) {
+  const auto& key = transport_.identity().auth;
   WelcomeBody w;
-  if (h.length != kWelcomeSize || !decode_welcome(body, w) || w.slots > 1u << 20) {
+  uint32_t expected = kWelcomeSize + (key ? kMacSize : 0);
+  if (h.length != expected || !decode_welcome(body.first(kWelcomeSize), w) || w.slots > 1u << 20) {
+    if (key && h.length == kWelcomeSize) {
+      return refuse_peer(
+          "it did not authenticate itself (its topology has no auth_key_file?); an impostor "
+          "could be listening at its address");
+    }
     return drop("malformed welcome", true);
+  }
+  if (key) {
+    if (!challenged_) return refuse_peer("it welcomed this node without a challenge");
+    if (!mac_matches(key->server_proof(nonce_, challenge_, body.first(kWelcomeSize)),
+                     body.subspan(kWelcomeSize))) {
+      return refuse_peer("its answer to our challenge is wrong: wrong auth_key_file, or not " +
+                         peer_name_);
+    }
   }
   if (timer_) transport_.loop().cancel(timer_);
   timer_ = 0;
@@ -379,6 +476,9 @@ void TcpOutbound::drop(std::string_view reason, bool retry) {
     fd_ = -1;
   }
   want_write_ = false;
+  // What was left unparsed belongs to the old connection (a reject, a welcome we refused):
+  // the next one starts empty, or it would read them again.
+  rx_len_ = 0;
   state_ = retry ? State::kBackoff : State::kClosed;
   // Everything not acknowledged goes back to the node, newest first, so that a node pushing
   // each to the front of its queue ends with them in their original order.

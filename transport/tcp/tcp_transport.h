@@ -42,10 +42,15 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   void protocol_error(const char* kind, std::string_view reason);
 
  private:
-  enum class State { kHello, kUp, kClosed };
+  enum class State { kHello, kAuth, kUp, kClosed };
 
   // tcp_setup.cpp
   void handle_hello(const FrameHeader& h, std::span<const std::byte> body);
+  void handle_auth(const FrameHeader& h, std::span<const std::byte> body);
+  // Admitted (and authenticated, with the sender's nonce, when the link authenticates): the
+  // ring is allocated and the welcome sent.
+  void admitted(const Nonce* client_nonce);
+  void reject(std::string_view reason);
   void send_control(const FrameHeader& h, std::span<const std::byte> body);
   void update_interest();
   // tcp_datapath.cpp
@@ -61,6 +66,9 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   bool paused_ = false;
   bool want_write_ = false;
   EventLoop::TimerId hello_timer_ = 0;
+  // Pre-shared key admission: the hello as received and the challenge sent (auth.h).
+  std::array<std::byte, kHelloSize> hello_{};
+  Nonce challenge_{};
   std::unique_ptr<MemoryRegion> memory_;
   std::optional<SlotRing> ring_;
   WireLimits limits_{};
@@ -105,7 +113,10 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
 
   // tcp_setup.cpp
   void on_connected();
+  void handle_challenge(const FrameHeader& h, std::span<const std::byte> body);
   void handle_welcome(const FrameHeader& h, std::span<const std::byte> body);
+  // The peer failed (or skipped) authentication: logged as an error, retried slowly.
+  void refuse_peer(std::string_view why);
   void drop(std::string_view reason, bool retry);
   void schedule_reconnect();
   // tcp_datapath.cpp
@@ -126,6 +137,11 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   EventLoop::TimerId timer_ = 0;
   uint32_t peer_slots_ = 0;
   uint32_t peer_slot_size_ = 0;
+  // Pre-shared key admission: the hello we sent, the peer's challenge and our nonce.
+  std::array<std::byte, kHelloSize> hello_{};
+  Nonce challenge_{};
+  Nonce nonce_{};
+  bool challenged_ = false;
   // Ring of posted frames: [acked_, written_) are on the wire awaiting credit,
   // [written_, tail_) still to write (written_off_ bytes of the first already sent).
   std::vector<TxEntry> tx_;

@@ -14,25 +14,9 @@ namespace {
 constexpr uint32_t kSignalEvery = 16;
 constexpr int kPollBatch = 32;
 
-enum WrKind : uint64_t {
-  kRecvData = 1,
-  kRecvControl = 2,
-  kSendData = 3,
-  kSendControl = 4,
-  kProbe = 5
-};
 // How long frames may sit unacknowledged, with no credit coming back, before the sender checks
 // that the peer's QP is still there.
 constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
-inline uint64_t make_wr_id(WrKind kind, uint64_t value) {
-  return (uint64_t{kind} << 56) | value;
-}
-inline WrKind wr_kind(uint64_t wr_id) {
-  return WrKind(wr_id >> 56);
-}
-inline uint64_t wr_value(uint64_t wr_id) {
-  return wr_id & ((uint64_t{1} << 56) - 1);
-}
 
 // The reason text for a failed work completion (logged once, when the link fails).
 std::string wc_error(const ibv_wc& wc) {
@@ -78,6 +62,11 @@ bool VerbsInbound::poll_cq() {
         case kSendControl:
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
           if (pending_credits_) flush_credits();
+          break;
+        case kRecvAuth:
+          on_auth(wc[i]);
+          break;
+        case kSendAuth:
           break;
         default:
           fail("completion of an unknown kind");
@@ -194,8 +183,8 @@ uint32_t VerbsOutbound::credits() const {
 }
 
 bool VerbsOutbound::post_control_receive(uint32_t index) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(conn_->region_b->data() + index * kFrameHeaderSize),
-              kFrameHeaderSize, conn_->region_b->lkey()};
+  ibv_sge sge{reinterpret_cast<uint64_t>(conn_->region_b->data() + index * kControlRecvSize),
+              kControlRecvSize, conn_->region_b->lkey()};
   ibv_recv_wr wr{};
   wr.wr_id = make_wr_id(kRecvControl, index);
   wr.sg_list = &sge;
@@ -267,7 +256,8 @@ bool VerbsOutbound::poll_cq() {
     if (n <= 0) return any;
     any = true;
     for (int i = 0; i < n; ++i) {
-      if (state_ != State::kUp) continue;  // flushed work of a failed connection
+      // Flushed work of a failed connection.
+      if (state_ != State::kUp && state_ != State::kAuthenticating) continue;
       if (wc[i].status != IBV_WC_SUCCESS) {
         transport_.events().on_completion_error(ibv_wc_status_str(wc[i].status));
         drop(wc_error(wc[i]), true);
@@ -279,7 +269,9 @@ bool VerbsOutbound::poll_cq() {
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
           break;
         case kRecvControl:
-          on_credit_frame(wc[i]);
+          on_control_frame(wc[i]);
+          break;
+        case kSendAuth:
           break;
         default:
           drop("completion of an unknown kind", true);
@@ -289,12 +281,18 @@ bool VerbsOutbound::poll_cq() {
   }
 }
 
-void VerbsOutbound::on_credit_frame(const ibv_wc& wc) {
+void VerbsOutbound::on_control_frame(const ibv_wc& wc) {
   uint32_t index = static_cast<uint32_t>(wr_value(wc.wr_id));
+  const std::byte* in = conn_->region_b->data() + size_t{index} * kControlRecvSize;
   FrameHeader h;
-  WireError err =
-      decode_header(conn_->region_b->data() + index * kFrameHeaderSize, WireLimits{}, h);
+  WireError err = decode_header(in, WireLimits{}, h);
   if (err != WireError::kOk) return drop(reason_text(err), true);
+  if (state_ == State::kAuthenticating) {
+    if (h.type != FrameType::kWelcome || wc.byte_len != kFrameHeaderSize + h.length) {
+      return drop("unexpected control frame while authenticating", true);
+    }
+    return on_welcome_frame(wc, h, in + kFrameHeaderSize);
+  }
   if (wc.byte_len != kFrameHeaderSize || h.type != FrameType::kCredit) {
     return drop("unexpected control frame", true);
   }

@@ -26,6 +26,7 @@ constexpr uint8_t kRnrRetry = 3;
 constexpr uint8_t kMinRnrTimer = 12;
 constexpr uint8_t kRetryCount = 7;
 constexpr uint32_t kControlSpare = 4;
+constexpr auto kAuthTimeout = std::chrono::milliseconds(5000);
 
 spdlog::logger& log() {
   static auto logger = module_logger("verbs");
@@ -45,6 +46,21 @@ bool to_sockaddr(const config::Endpoint& ep, sockaddr_storage& out) {
   std::memcpy(&out, res->ai_addr, res->ai_addrlen);
   freeaddrinfo(res);
   return true;
+}
+
+// SENDs the AUTH or WELCOME frame encoded at `frame` (in `region`), signaled, as kSendAuth.
+bool send_auth_frame(ibv_qp* qp, const std::byte* frame, uint32_t payload,
+                     const VerbsRegion& region) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(frame), uint32_t(kFrameHeaderSize) + payload,
+              region.lkey()};
+  ibv_send_wr wr{};
+  wr.wr_id = make_wr_id(kSendAuth, 0);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad) == 0;
 }
 
 const char* event_name(rdma_cm_event_type t) {
@@ -377,7 +393,7 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
     rdma_destroy_id(id);
     return;
   }
-  auto link = std::make_unique<VerbsInbound>(*this, id, hello);
+  auto link = std::make_unique<VerbsInbound>(*this, id, hello, private_data.first(kCmHelloSize));
   VerbsInbound* raw = link.get();
   inbound_.push_back(std::move(link));
   try {
@@ -411,8 +427,10 @@ void VerbsTransport::on_cq_events() {
 
 // ---------------------------------------------------------------- inbound setup
 
-VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello)
+VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello,
+                           std::span<const std::byte> cm_hello)
     : transport_(transport) {
+  std::memcpy(cm_hello_.data(), cm_hello.data(), kCmHelloSize);
   conn_.id.reset(id);
   id->context = static_cast<CmHandler*>(this);
   peer_.role = hello.role;
@@ -433,46 +451,114 @@ VerbsInbound::~VerbsInbound() {
 
 void VerbsInbound::accept() {
   const ListenParams& lp = transport_.listen_params();
+  const auto& key = transport_.identity().auth;
   ibv_pd* pd = transport_.pd_for(conn_.id->verbs);
   stride_ = SlotRing::stride_for(lp.slot_size);
   // The ring is the only memory this peer may write into.
   conn_.region_a = std::make_unique<VerbsRegion>(pd, SlotRing::size_for(lp.slots, lp.slot_size),
                                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   sq_depth_ = lp.slots + kControlSpare;
-  conn_.region_b = std::make_unique<VerbsRegion>(pd, size_t{sq_depth_} * kFrameHeaderSize,
-                                                 IBV_ACCESS_LOCAL_WRITE);
-  conn_.cq = transport_.create_cq(conn_.id->verbs, sq_depth_ + lp.slots + 1, this);
+  // Credit frames to send, then the AUTH frame's receive buffer and our WELCOME's.
+  conn_.region_b = std::make_unique<VerbsRegion>(
+      pd, size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer, IBV_ACCESS_LOCAL_WRITE);
+  conn_.cq = transport_.create_cq(conn_.id->verbs, sq_depth_ + lp.slots + 3, this);
   transport_.create_qp(conn_, sq_depth_, lp.slots);
   ring_.emplace(conn_.region_a->data(), lp.slots, lp.slot_size, this, conn_.region_a.get());
-  for (uint32_t i = 0; i < lp.slots; ++i) {
-    if (!post_receive(i)) throw TransportError("ibv_post_recv failed while accepting");
-  }
   CmWelcome w{lp.slots, lp.slot_size, conn_.region_a->rkey(),
               reinterpret_cast<uint64_t>(conn_.region_a->data()),
               transport_.identity().topology_hash};
-  std::array<std::byte, kCmWelcomeSize> pdata;
+  if (key) {
+    // A challenge instead of the ring: no address, no key, no data receive until the peer has
+    // answered it (on_auth), so an impostor never gets to write a byte.
+    challenge_ = fresh_nonce();
+    w.rkey = 0;
+    w.ring_addr = 0;
+    w.auth = true;
+    std::memcpy(w.nonce.data(), challenge_.data(), kNonceSize);
+    std::byte* buf = conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize;
+    ibv_sge sge{reinterpret_cast<uint64_t>(buf), kAuthBuffer, conn_.region_b->lkey()};
+    ibv_recv_wr wr{};
+    wr.wr_id = make_wr_id(kRecvAuth, 0);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    check_rc(ibv_post_recv(conn_.id->qp, &wr, &bad), "ibv_post_recv (auth)");
+  } else {
+    authenticated_ = true;
+    if (!post_receives()) throw TransportError("ibv_post_recv failed while accepting");
+  }
+  std::array<std::byte, kCmChallengeSize> pdata;
   encode_cm_welcome(w, pdata.data());
   rdma_conn_param param{};
   param.private_data = pdata.data();
-  param.private_data_len = kCmWelcomeSize;
+  param.private_data_len = w.auth ? kCmChallengeSize : kCmWelcomeSize;
   param.responder_resources = 0;  // no RDMA READ in this protocol
   param.initiator_depth = 0;
   param.rnr_retry_count = kRnrRetry;
   check_rc(rdma_accept(conn_.id.get(), &param), "rdma_accept");
 }
 
+bool VerbsInbound::post_receives() {
+  for (uint32_t i = 0; i < ring_->slots(); ++i) {
+    if (!post_receive(i)) return false;
+  }
+  return true;
+}
+
+void VerbsInbound::on_auth(const ibv_wc& wc) {
+  std::byte* in = conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize;
+  FrameHeader h;
+  if (authenticated_ || wc.opcode != IBV_WC_RECV || wc.byte_len != kFrameHeaderSize + kAuthSize ||
+      decode_header(in, WireLimits{}, h) != WireError::kOk || h.type != FrameType::kAuth ||
+      h.length != kAuthSize) {
+    return violation("bad_auth", "expected an AUTH frame answering the challenge");
+  }
+  const AuthKey& key = *transport_.identity().auth;
+  Nonce client;
+  std::memcpy(client.data(), in + kFrameHeaderSize, kNonceSize);
+  if (!mac_matches(key.client_proof(challenge_, client, cm_hello_),
+                   {in + kFrameHeaderSize + kNonceSize, kMacSize})) {
+    transport_.events().on_auth_failed(peer_);
+    log().warn("rejected {} from {}: authentication failed: wrong auth_key_file, or not {}",
+               peer_.name, peer_.address, peer_.name);
+    return fail("authentication failed");
+  }
+  if (!post_receives()) return fail("ibv_post_recv failed");
+  // The ring's address and key, with our answer to the sender's nonce.
+  const ListenParams& lp = transport_.listen_params();
+  CmWelcome w{lp.slots, lp.slot_size, conn_.region_a->rkey(),
+              reinterpret_cast<uint64_t>(conn_.region_a->data()),
+              transport_.identity().topology_hash};
+  std::byte* out = in + kAuthBuffer;
+  FrameHeader wh{FrameType::kWelcome};
+  wh.length = kCmWelcomeSize + kMacSize;
+  encode_header(wh, out);
+  encode_cm_welcome(w, out + kFrameHeaderSize);
+  Mac proof = key.server_proof(client, challenge_, {out + kFrameHeaderSize, kCmWelcomeSize});
+  std::memcpy(out + kFrameHeaderSize + kCmWelcomeSize, proof.data(), kMacSize);
+  if (!send_auth_frame(conn_.id->qp, out, wh.length, *conn_.region_b)) {
+    return fail("ibv_post_send (welcome) failed");
+  }
+  authenticated_ = true;
+  maybe_up();
+}
+
+void VerbsInbound::maybe_up() {
+  if (state_ != State::kAccepting || !established_ || !authenticated_) return;
+  state_ = State::kUp;
+  log().info("inbound link up: {} from {} ({} slots, ingress by WRITE with immediate or SEND{})",
+             peer_.name, peer_.address, ring_->slots(),
+             transport_.identity().auth ? ", authenticated" : "");
+  transport_.events().on_inbound_up(*this);
+}
+
 void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<const std::byte>) {
   switch (type) {
     case RDMA_CM_EVENT_ESTABLISHED:
-      if (state_ != State::kAccepting) return;
+      if (state_ != State::kAccepting || established_) return;
       tune_rnr_timer(conn_.id->qp);
-      state_ = State::kUp;
-      log().info(
-          "inbound link up: {} from {} ({} slots, ingress by WRITE with immediate or "
-          "SEND)",
-          peer_.name, peer_.address, ring_->slots());
-      transport_.events().on_inbound_up(*this);
-      return;
+      established_ = true;
+      return maybe_up();
     case RDMA_CM_EVENT_DISCONNECTED:
       return fail("peer disconnected");
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -535,7 +621,16 @@ void VerbsOutbound::start() {
   }
   conn_->id.reset(raw);
   state_ = State::kResolving;
-  if (rdma_resolve_addr(raw, nullptr, reinterpret_cast<sockaddr*>(&sa), kResolveTimeoutMs) != 0) {
+  // A node sends from the address it listens on: the one its peers expect it to come from
+  // (admission checks the source address against the topology).
+  sockaddr_storage src{};
+  sockaddr* from = nullptr;
+  const config::Endpoint& own = transport_.listen_params().address;
+  if (!own.host.empty() && own.host != "0.0.0.0" && own.host != "::" &&
+      to_sockaddr({own.host, 0}, src) && src.ss_family == sa.ss_family) {
+    from = reinterpret_cast<sockaddr*>(&src);
+  }
+  if (rdma_resolve_addr(raw, from, reinterpret_cast<sockaddr*>(&sa), kResolveTimeoutMs) != 0) {
     return drop(std::string("rdma_resolve_addr: ") + std::strerror(errno), true);
   }
 }
@@ -546,11 +641,12 @@ void VerbsOutbound::on_route_resolved() {
     sq_depth_ = cap_ + kControlSpare;
     ctl_depth_ = cap_ + kControlSpare;
     ibv_pd* pd = transport_.pd_for(conn_->id->verbs);
-    conn_->region_a =
-        std::make_unique<VerbsRegion>(pd, size_t{cap_} * kFrameHeaderSize, IBV_ACCESS_LOCAL_WRITE);
-    conn_->region_b = std::make_unique<VerbsRegion>(pd, size_t{ctl_depth_} * kFrameHeaderSize,
+    // Data frame headers, then the AUTH frame (pre-shared key admission).
+    conn_->region_a = std::make_unique<VerbsRegion>(
+        pd, size_t{cap_} * kFrameHeaderSize + kAuthBuffer, IBV_ACCESS_LOCAL_WRITE);
+    conn_->region_b = std::make_unique<VerbsRegion>(pd, size_t{ctl_depth_} * kControlRecvSize,
                                                     IBV_ACCESS_LOCAL_WRITE);
-    conn_->cq = transport_.create_cq(conn_->id->verbs, sq_depth_ + ctl_depth_ + 1, this);
+    conn_->cq = transport_.create_cq(conn_->id->verbs, sq_depth_ + ctl_depth_ + 2, this);
     transport_.create_qp(*conn_, sq_depth_, ctl_depth_);
     for (uint32_t i = 0; i < ctl_depth_; ++i) {
       if (!post_control_receive(i)) throw TransportError("ibv_post_recv failed");
@@ -563,10 +659,9 @@ void VerbsOutbound::on_route_resolved() {
   hello.role = id.role;
   std::strncpy(hello.name, id.name.c_str(), kMaxNodeName);
   hello.origin = id.origin;
-  std::array<std::byte, kCmHelloSize> pdata;
-  encode_cm_hello(hello, pdata.data());
+  encode_cm_hello(hello, cm_hello_.data());
   rdma_conn_param param{};
-  param.private_data = pdata.data();
+  param.private_data = cm_hello_.data();
   param.private_data_len = kCmHelloSize;
   param.responder_resources = 0;
   param.initiator_depth = 0;
@@ -579,7 +674,73 @@ void VerbsOutbound::on_route_resolved() {
 }
 
 void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
-  if (!decode_cm_welcome(private_data, peer_)) return drop("malformed welcome", true);
+  CmWelcome w;
+  if (!decode_cm_welcome(private_data, w)) return drop("malformed welcome", true);
+  const auto& key = transport_.identity().auth;
+  if (w.auth && !key) {
+    return refuse_peer(
+        "it asks for authentication and this node has no auth_key_file: give both the same "
+        "topology");
+  }
+  if (!w.auth && key) {
+    return refuse_peer(
+        "it did not authenticate itself (its topology has no auth_key_file?); an impostor could "
+        "be listening at its address");
+  }
+  peer_ = w;
+  if (w.auth) return send_auth();
+  link_up();
+}
+
+void VerbsOutbound::send_auth() {
+  const AuthKey& key = *transport_.identity().auth;
+  nonce_ = fresh_nonce();
+  Mac proof = key.client_proof(peer_.nonce, nonce_, cm_hello_);
+  std::byte* out = conn_->region_a->data() + conn_->region_a->size() - kAuthBuffer;
+  FrameHeader a{FrameType::kAuth};
+  a.length = kAuthSize;
+  encode_header(a, out);
+  std::memcpy(out + kFrameHeaderSize, nonce_.data(), kNonceSize);
+  std::memcpy(out + kFrameHeaderSize + kNonceSize, proof.data(), kMacSize);
+  if (!send_auth_frame(conn_->id->qp, out, kAuthSize, *conn_->region_a)) {
+    return drop("ibv_post_send (auth)", true);
+  }
+  state_ = State::kAuthenticating;
+  timer_ = transport_.loop().after(kAuthTimeout, [this] {
+    timer_ = 0;
+    drop("no welcome within 5 s of answering the challenge", true);
+  });
+}
+
+void VerbsOutbound::on_welcome_frame(const ibv_wc& wc, const FrameHeader& h,
+                                     const std::byte* body) {
+  CmWelcome w;
+  if (h.length != kCmWelcomeSize + kMacSize || !decode_cm_welcome({body, kCmWelcomeSize}, w) ||
+      w.auth) {
+    return drop("malformed welcome", true);
+  }
+  const AuthKey& key = *transport_.identity().auth;
+  if (!mac_matches(key.server_proof(nonce_, peer_.nonce, {body, kCmWelcomeSize}),
+                   {body + kCmWelcomeSize, kMacSize})) {
+    return refuse_peer("its answer to our challenge is wrong: wrong auth_key_file, or not " +
+                       peer_name_);
+  }
+  if (!post_control_receive(static_cast<uint32_t>(wr_value(wc.wr_id)))) {
+    return drop("ibv_post_recv failed", true);
+  }
+  if (timer_) transport_.loop().cancel(timer_);
+  timer_ = 0;
+  peer_ = w;
+  link_up();
+}
+
+void VerbsOutbound::refuse_peer(std::string_view why) {
+  log().error("not sending to {} at {}: {}", peer_name_, params_.address.to_string(), why);
+  backoff_.slowest();
+  drop(std::string("authentication: ") + std::string(why), true);
+}
+
+void VerbsOutbound::link_up() {
   if (peer_.topology_hash != transport_.identity().topology_hash) {
     log().warn("{} runs a different topology file (hash {:016x}, ours {:016x})", peer_name_,
                peer_.topology_hash, transport_.identity().topology_hash);
@@ -597,9 +758,10 @@ void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
   backoff_.reset();
   tune_rnr_timer(conn_->id->qp);
   state_ = State::kUp;
-  log().info("outbound link up: {} at {} ({} credits, forwarding by {})", peer_name_,
+  log().info("outbound link up: {} at {} ({} credits, forwarding by {}{})", peer_name_,
              params_.address.to_string(), cap_,
-             params_.write ? "RDMA WRITE with immediate" : "SEND");
+             params_.write ? "RDMA WRITE with immediate" : "SEND",
+             transport_.identity().auth ? ", authenticated" : "");
   acked_at_last_probe_ = 0;
   schedule_probe();
   transport_.events().on_outbound_up(*this);
@@ -638,6 +800,11 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
     case RDMA_CM_EVENT_UNREACHABLE:
       return drop(std::string(event_name(type)) + " (status " + std::to_string(status) + ")", true);
     case RDMA_CM_EVENT_DISCONNECTED:
+      if (state_ == State::kAuthenticating) {
+        return refuse_peer(
+            "it closed the connection on our answer to its challenge: is its auth_key_file the "
+            "same as ours?");
+      }
       return drop("peer disconnected", true);
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       return drop("RDMA device removed", true);
@@ -650,6 +817,7 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
 
 void VerbsOutbound::drop(std::string_view reason, bool retry) {
   bool was_up = state_ == State::kUp;
+  bool connected = was_up || state_ == State::kAuthenticating;
   if (timer_) transport_.loop().cancel(timer_);
   timer_ = 0;
   if (probe_timer_) transport_.loop().cancel(probe_timer_);
@@ -657,7 +825,7 @@ void VerbsOutbound::drop(std::string_view reason, bool retry) {
   state_ = retry ? State::kBackoff : State::kClosed;
   if (conn_) {
     transport_.forget(this);
-    if (was_up) rdma_disconnect(conn_->id.get());
+    if (connected) rdma_disconnect(conn_->id.get());
     transport_.bury(std::move(conn_));
   }
   // Everything not acknowledged goes back to the node, newest first.

@@ -29,6 +29,32 @@ namespace hoprelay::transport::verbs {
 
 class VerbsTransport;
 
+// What a work request is, in the top byte of its wr_id; the low 56 bits are kind-specific.
+enum WrKind : uint64_t {
+  kRecvData = 1,     // value: the slot
+  kRecvControl = 2,  // value: the control receive buffer
+  kSendData = 3,     // value: sends this completion retires
+  kSendControl = 4,  // value: sends this completion retires
+  kProbe = 5,
+  kRecvAuth = 6,  // pre-shared key admission (auth.h): the sender's AUTH frame
+  kSendAuth = 7,  // the AUTH frame, or the WELCOME that answers it
+};
+inline uint64_t make_wr_id(WrKind kind, uint64_t value) {
+  return (uint64_t{kind} << 56) | value;
+}
+inline WrKind wr_kind(uint64_t wr_id) {
+  return WrKind(wr_id >> 56);
+}
+inline uint64_t wr_value(uint64_t wr_id) {
+  return wr_id & ((uint64_t{1} << 56) - 1);
+}
+
+// A sender's control receives take credit frames (32 bytes) and, once, the WELCOME frame of an
+// authenticated link (header + CM welcome + MAC = 104 bytes).
+inline constexpr uint32_t kControlRecvSize = 128;
+// Bytes set aside in a link's registered memory for the AUTH / WELCOME exchange.
+inline constexpr uint32_t kAuthBuffer = 128;
+
 // Something rdma_cm events are dispatched to (the cm id's context).
 class CmHandler {
  public:
@@ -64,7 +90,8 @@ struct Connection {
 
 class VerbsInbound final : public InboundLink, public CmHandler, public CqHandler {
  public:
-  VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello);
+  VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello,
+               std::span<const std::byte> cm_hello);
   ~VerbsInbound();
 
   // Creates the QP, registers the ring, posts a receive per slot and accepts.
@@ -82,6 +109,11 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   enum class State { kAccepting, kUp, kClosed };
 
   bool post_receive(uint32_t slot);
+  bool post_receives();
+  // Pre-shared key admission: the sender's answer to our challenge, then our WELCOME.
+  void on_auth(const ibv_wc& wc);
+  // Established, and authenticated when the link authenticates: tell the node.
+  void maybe_up();
   void violation(const char* kind, std::string_view reason);
   void on_data(const ibv_wc& wc);
   void flush_credits();
@@ -90,6 +122,12 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   Connection conn_;
   State state_ = State::kAccepting;
   bool paused_ = false;
+  // Both must hold before the link is up: rdma_cm's ESTABLISHED and the AUTH completion can
+  // come in either order (two event channels).
+  bool established_ = false;
+  bool authenticated_ = false;
+  std::array<std::byte, kCmHelloSize> cm_hello_{};
+  Nonce challenge_{};
   std::optional<SlotRing> ring_;
   uint32_t stride_ = 0;
   uint64_t receives_posted_ = 0;  // in ring order: receive n is for slot n % slots
@@ -118,17 +156,23 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   void close() override;
 
  private:
-  enum class State { kBackoff, kResolving, kConnecting, kUp, kClosed };
+  enum class State { kBackoff, kResolving, kConnecting, kAuthenticating, kUp, kClosed };
 
   void on_route_resolved();
   void on_established(std::span<const std::byte> private_data);
+  // Pre-shared key admission: answer the peer's challenge, check its WELCOME.
+  void send_auth();
+  void on_welcome_frame(const ibv_wc& wc, const FrameHeader& h, const std::byte* body);
+  void refuse_peer(std::string_view why);
+  // The peer's ring is known (peer_): credits flow.
+  void link_up();
   void drop(std::string_view reason, bool retry);
   void schedule_reconnect();
   bool post_control_receive(uint32_t index);
   // Liveness: see verbs_datapath.cpp.
   void schedule_probe();
   void probe();
-  void on_credit_frame(const ibv_wc& wc);
+  void on_control_frame(const ibv_wc& wc);
 
   VerbsTransport& transport_;
   ConnectParams params_;
@@ -141,6 +185,8 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   uint64_t acked_at_last_probe_ = 0;
   // The peer's ring, from its welcome.
   CmWelcome peer_{};
+  std::array<std::byte, kCmHelloSize> cm_hello_{};
+  Nonce nonce_{};
   uint32_t peer_stride_ = 0;
   uint32_t cap_ = 0;  // credits: min(peer slots, what our queues were sized for)
   uint32_t ctl_depth_ = 0;

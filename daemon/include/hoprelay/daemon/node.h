@@ -66,6 +66,7 @@ class Node final : public transport::LinkEvents {
   void on_credit(transport::OutboundLink& link) override;
   void on_completion_error(std::string_view status) override;
   void on_protocol_error(std::string_view kind) override;
+  void on_auth_failed(const transport::PeerInfo& peer) override;
 
  private:
   struct Downstream {

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/transport/auth.h"
 #include "hoprelay/transport/event_loop.h"
 #include "hoprelay/transport/slot_ring.h"
 #include "hoprelay/transport/wire.h"
@@ -129,6 +130,8 @@ class LinkEvents {
   virtual void on_protocol_error(std::string_view kind) { (void)kind; }
   // A work completion failed with this status (verbs; ibv_wc_status_str): the link fails too.
   virtual void on_completion_error(std::string_view status) { (void)status; }
+  // A peer that was admitted by name failed the pre-shared key challenge (auth.h): refused.
+  virtual void on_auth_failed(const PeerInfo& peer) { (void)peer; }
 
  protected:
   ~LinkEvents() = default;
@@ -140,6 +143,8 @@ struct Identity {
   std::string name;
   uint64_t topology_hash = 0;
   uint32_t origin = 0;  // producers only
+  // The topology's pre-shared key (auth_key_file), or null: then links are not authenticated.
+  std::shared_ptr<const AuthKey> auth;
 };
 
 struct ListenParams {

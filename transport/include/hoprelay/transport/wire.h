@@ -8,6 +8,7 @@
 // transports call decode_header() before they trust a single byte of a frame.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -31,6 +32,9 @@ enum class FrameType : uint8_t {
   kData = 4,     // sender -> receiver: one message, into slot `slot`
   kCredit = 5,   // receiver -> sender: `credits` more slots released (acknowledges the oldest)
   kBye = 6,      // either side: closing on purpose (drain), not a failure
+  // Pre-shared key admission (auth.h), only when the topology names an auth_key_file:
+  kChallenge = 7,  // receiver -> sender (TCP): a fresh nonce to answer (kNonceSize bytes)
+  kAuth = 8,       // sender -> receiver: client nonce + MAC over the challenge and the hello
 };
 
 // Header flag bits are the message flags of the stage ABI (HOPRELAY_MSG_*), carried end to end.
@@ -82,7 +86,8 @@ void encode_hello(const HelloBody& h, std::byte* out);
 // False when the body is malformed (bad role, name not terminated or not a valid node name).
 bool decode_hello(std::span<const std::byte> in, HelloBody& out);
 
-// WELCOME payload: fixed 24 bytes.
+// WELCOME payload: fixed 24 bytes, followed by the receiver's MAC (kMacSize) when the link
+// authenticates (auth.h).
 struct WelcomeBody {
   uint32_t slots = 0;      // credits granted (the receiver's ring size for this link)
   uint32_t slot_size = 0;  // payload capacity of one slot
@@ -102,16 +107,25 @@ inline constexpr size_t kCmHelloSize = 56;
 void encode_cm_hello(const HelloBody& h, std::byte* out);
 bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out);
 
-// CM welcome (40 bytes): version u8 | reserved u8[3] | slots u32 | slot_size u32 | rkey u32 |
-//                        ring_addr u64 | topology_hash u64 | reserved u64
+// CM welcome (40 bytes): version u8 | flags u8 | reserved u8[2] | slots u32 | slot_size u32 |
+//                        rkey u32 | ring_addr u64 | topology_hash u64 | reserved u64
+// With flag kCmAuth the accept carries a challenge instead: 72 bytes, the 40 above with rkey
+// and ring_addr zero, then the receiver's nonce. The ring's address and key follow over the
+// QP, in a WELCOME frame (payload: this 40-byte form, then the receiver's MAC), only once the
+// sender has answered the challenge with an AUTH frame.
+inline constexpr uint8_t kCmAuth = 0x01;
 struct CmWelcome {
   uint32_t slots = 0;
   uint32_t slot_size = 0;
   uint32_t rkey = 0;
   uint64_t ring_addr = 0;
   uint64_t topology_hash = 0;
+  bool auth = false;  // a challenge: `nonce` is set, rkey and ring_addr are not
+  std::array<std::byte, 32> nonce{};
 };
 inline constexpr size_t kCmWelcomeSize = 40;
+inline constexpr size_t kCmChallengeSize = 72;
+// Writes kCmWelcomeSize bytes, or kCmChallengeSize when w.auth.
 void encode_cm_welcome(const CmWelcome& w, std::byte* out);
 bool decode_cm_welcome(std::span<const std::byte> in, CmWelcome& out);
 

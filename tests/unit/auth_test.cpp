@@ -1,0 +1,116 @@
+#include "hoprelay/transport/auth.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hoprelay/transport/transport.h"
+#include "hoprelay/transport/wire.h"
+
+namespace hoprelay::transport {
+namespace {
+
+namespace fs = std::filesystem;
+
+class KeyFile {
+ public:
+  KeyFile(const std::string& bytes, mode_t mode)
+      : path_(fs::temp_directory_path() /
+              ("hoprelay-key-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
+    std::ofstream(path_, std::ios::binary) << bytes;
+    ::chmod(path_.c_str(), mode);
+  }
+  ~KeyFile() { fs::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+std::string load_error(const std::string& path) {
+  try {
+    AuthKey::load(path);
+  } catch (const TransportError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AuthKey, LoadsAKeyFileAndRefusesWhatCannotBeAKey) {
+  KeyFile good(std::string(32, 'k'), 0600);
+  EXPECT_NE(AuthKey::load(good.path()), nullptr);
+
+  std::string missing = load_error("/nonexistent/hoprelay.key");
+  EXPECT_NE(missing.find("cannot read auth_key_file /nonexistent/hoprelay.key"), std::string::npos);
+  EXPECT_NE(missing.find("head -c 32 /dev/urandom"), std::string::npos) << missing;
+
+  KeyFile short_key(std::string(31, 'k'), 0600);
+  std::string too_short = load_error(short_key.path());
+  EXPECT_NE(too_short.find("holds 31 bytes; at least 32"), std::string::npos) << too_short;
+
+  KeyFile world_readable(std::string(32, 'k'), 0644);
+  std::string open = load_error(world_readable.path());
+  EXPECT_NE(open.find("readable by every user"), std::string::npos) << open;
+  EXPECT_NE(open.find("chmod 600"), std::string::npos) << open;
+}
+
+std::vector<std::byte> bytes(const std::string& s) {
+  std::vector<std::byte> out(s.size());
+  std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+TEST(AuthKey, ProofsDependOnTheKeyBothNoncesTheMessageAndTheDirection) {
+  AuthKey key(bytes(std::string(32, 'k')));
+  AuthKey other(bytes(std::string(32, 'o')));
+  Nonce ns = fresh_nonce();
+  Nonce nc = fresh_nonce();
+  EXPECT_NE(ns, nc);  // 256 random bits each
+  auto hello = bytes("hello as a");
+  Mac proof = key.client_proof(ns, nc, hello);
+
+  EXPECT_TRUE(mac_matches(proof, proof));
+  EXPECT_EQ(proof, key.client_proof(ns, nc, hello));  // deterministic
+  EXPECT_NE(proof, other.client_proof(ns, nc, hello));
+  EXPECT_NE(proof, key.client_proof(fresh_nonce(), nc, hello));  // a replay to a new challenge
+  EXPECT_NE(proof, key.client_proof(ns, fresh_nonce(), hello));
+  EXPECT_NE(proof, key.client_proof(ns, nc, bytes("hello as b")));
+  // A client's proof is never a server's, even over the same bytes.
+  EXPECT_NE(proof, key.server_proof(ns, nc, hello));
+
+  Mac wrong = proof;
+  wrong[31] ^= std::byte{1};
+  EXPECT_FALSE(mac_matches(proof, wrong));
+  EXPECT_FALSE(mac_matches(proof, std::span(proof).first(31)));
+}
+
+TEST(AuthKey, ChallengeTravelsInTheCmWelcome) {
+  CmWelcome w{64, 65536, 0, 0, 0xfeed};
+  w.auth = true;
+  Nonce n = fresh_nonce();
+  std::memcpy(w.nonce.data(), n.data(), kNonceSize);
+  std::array<std::byte, kCmChallengeSize> buf;
+  encode_cm_welcome(w, buf.data());
+  CmWelcome out;
+  ASSERT_TRUE(decode_cm_welcome(buf, out));
+  EXPECT_TRUE(out.auth);
+  EXPECT_EQ(std::memcmp(out.nonce.data(), n.data(), kNonceSize), 0);
+  EXPECT_EQ(out.topology_hash, 0xfeedu);
+  // A challenge cut short, or an unknown flag, is malformed.
+  EXPECT_FALSE(decode_cm_welcome(std::span(buf).first(kCmWelcomeSize), out));
+  buf[1] = std::byte{0x02};
+  EXPECT_FALSE(decode_cm_welcome(buf, out));
+  // The plain 40-byte welcome is not a challenge.
+  w.auth = false;
+  encode_cm_welcome(w, buf.data());
+  ASSERT_TRUE(decode_cm_welcome(std::span(buf).first(kCmWelcomeSize), out));
+  EXPECT_FALSE(out.auth);
+}
+
+}  // namespace
+}  // namespace hoprelay::transport
