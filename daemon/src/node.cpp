@@ -90,12 +90,19 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   dropped_stage_error_ = &metrics_->dropped("stage_error");
   dropped_too_large_ = &metrics_->dropped("too_large_for_peer");
   dropped_duplicate_ = &metrics_->dropped("duplicate");
+  dropped_peer_down_ = &metrics_->dropped("peer_down");
   slots_in_use_ = &metrics_->slots_in_use();
   stage_seconds_ = &metrics_->stage_seconds(stage_name);
   residence_seconds_ = &metrics_->residence_seconds();
   metrics_->config_loaded(true, topology_->hash);
   for (const auto& name : spec_->downstream) add_downstream(name);
   rebuild_active();
+  if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {
+    log().info(
+        "on_peer_down = drop-after: messages for a downstream down longer than {} are "
+        "dropped",
+        config::duration_text(spec_->peer_down_timeout));
+  }
 }
 
 Node::Downstream& Node::add_downstream(const std::string& name) {
@@ -115,6 +122,7 @@ void Node::connect(Downstream& d) {
   bool write = spec_->forward == config::Forward::kWrite;
   d.address = peer->listen;
   d.link = transport_->connect({d.name, peer->listen, write, peer->slots});
+  link_went_down(d);  // not up until its welcome: a peer that never comes up is down from here
 }
 
 void Node::rebuild_active() {
@@ -127,6 +135,7 @@ void Node::rebuild_active() {
 Node::~Node() {
   // Links first: they call back into the node while they close.
   for (auto& d : downstream_) d->link.reset();
+  for (auto& d : downstream_) cancel_peer_down(*d);
   transport_.reset();
 }
 
@@ -260,6 +269,7 @@ void Node::route(transport::Slot& slot) {
 
 // Posts what this downstream has waiting, as far as its credits go.
 void Node::pump(Downstream& d) {
+  if (d.dropping) return drop_waiting(d);
   while (!d.waiting.empty() && d.link && d.link->up()) {
     transport::Slot* s = d.waiting.front();
     if (s->length > d.link->max_payload()) {
@@ -313,7 +323,9 @@ void Node::on_acked(transport::OutboundLink& link, void* cookie) {
 }
 
 void Node::on_returned(transport::OutboundLink& link, void* cookie) {
-  downstream_of(link).waiting.push_front(static_cast<transport::Slot*>(cookie));
+  Downstream& d = downstream_of(link);
+  d.waiting.push_front(static_cast<transport::Slot*>(cookie));
+  if (d.dropping) drop_waiting(d);
 }
 
 void Node::on_auth_failed(const transport::PeerInfo&) {
@@ -340,6 +352,8 @@ void Node::on_credit(transport::OutboundLink& link) {
 void Node::on_outbound_up(transport::OutboundLink& link) {
   Downstream& d = downstream_of(link);
   d.metrics.up->Set(1);
+  cancel_peer_down(d);
+  if (d.dropping) stop_dropping(d, "up again: forwarding to it again");
   if (d.was_up) metrics_->reconnects(d.name).Increment();
   d.was_up = true;
   if (downstream_ready_ && std::all_of(downstream_.begin(), downstream_.end(),
@@ -349,7 +363,68 @@ void Node::on_outbound_up(transport::OutboundLink& link) {
 }
 
 void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
-  downstream_of(link).metrics.up->Set(0);
+  Downstream& d = downstream_of(link);
+  d.metrics.up->Set(0);
+  link_went_down(d);
+}
+
+void Node::link_went_down(Downstream& d) {
+  d.down_since = transport::EventLoop::Clock::now();
+  watch_peer_down(d);
+}
+
+void Node::watch_peer_down(Downstream& d) {
+  cancel_peer_down(d);
+  if (spec_->on_peer_down != config::OnPeerDown::kDropAfter || d.dropping || !d.link ||
+      d.link->up()) {
+    return;
+  }
+  // From when it went down, so that a reload that shortens the timeout counts the time
+  // already spent waiting.
+  auto left = d.down_since + spec_->peer_down_timeout - transport::EventLoop::Clock::now();
+  auto delay =
+      std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(left));
+  Downstream* target = &d;  // stable: downstream_ owns each by unique_ptr
+  d.down_timer = loop_.after(delay, [this, target] {
+    target->down_timer = 0;
+    start_dropping(*target);
+  });
+}
+
+void Node::cancel_peer_down(Downstream& d) {
+  if (d.down_timer) loop_.cancel(d.down_timer);
+  d.down_timer = 0;
+}
+
+void Node::start_dropping(Downstream& d) {
+  if (d.dropping || (d.link && d.link->up())) return;
+  // Once per transition, never per message: from here on pump() drops instead of posting, so
+  // the slots held for this peer go back upstream and the other branches keep flowing.
+  log().warn("downstream {} down for {}: dropping its messages (on_peer_down = drop-after)", d.name,
+             config::duration_text(spec_->peer_down_timeout));
+  d.dropping = true;
+  d.dropped_while_down = 0;
+  drop_waiting(d);
+}
+
+void Node::stop_dropping(Downstream& d, std::string_view now_what) {
+  d.dropping = false;
+  log().info("downstream {} {} ({} messages were dropped for it)", d.name, now_what,
+             d.dropped_while_down);
+}
+
+void Node::drop_waiting(Downstream& d) {
+  uint64_t dropped = 0;
+  while (!d.waiting.empty()) {
+    transport::Slot* s = d.waiting.front();
+    d.waiting.pop_front();
+    ++dropped;
+    if (--s->refs == 0) release(*s);
+  }
+  if (dropped == 0) return;
+  dropped_peer_down_->Increment(static_cast<double>(dropped));
+  d.dropped_while_down += dropped;
+  if (d.retiring) retire_if_done(d);
 }
 
 void Node::tick() {
@@ -399,6 +474,7 @@ void Node::retire_if_done(Downstream& d) {
     if (it == downstream_.end() || !(*it)->retiring) return;  // re-added in the meantime
     log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
     if (dying->link) dying->link->close();
+    cancel_peer_down(*dying);  // after close(), which reports the link down
     dying->metrics.up->Set(0);
     downstream_.erase(it);
   });
@@ -473,6 +549,19 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
     Downstream& d = add_downstream(name);
     if (started_) connect(d);
   }
+  // A changed on_peer_down or peer_down_timeout applies to the peers that are down now too,
+  // counting the time they have been down already.
+  bool drop_after = n->on_peer_down == config::OnPeerDown::kDropAfter;
+  auto now = transport::EventLoop::Clock::now();
+  for (auto& d : downstream_) {
+    if (d->dropping && !drop_after) {
+      stop_dropping(*d, "still down: holding its messages again (on_peer_down = block)");
+    } else if (d->dropping && now - d->down_since < n->peer_down_timeout) {
+      stop_dropping(*d, "still down: holding its messages again until it has been down for " +
+                            config::duration_text(n->peer_down_timeout));
+    }
+    watch_peer_down(*d);
+  }
   rebuild_active();
   metrics_->config_loaded(true, topology_->hash);
   auto list = [](const std::vector<std::string>& v) {
@@ -480,9 +569,13 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
     for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
     return out.empty() ? std::string("-") : out;
   };
-  log().info("topology reloaded: downstream added {} removed {} moved {}; route {}; stage {}{}",
-             list(added), list(removed), list(moved), config::to_string(n->route), stage_.name(),
-             new_stage ? " (new parameters)" : "");
+  std::string on_peer_down(config::to_string(n->on_peer_down));
+  if (drop_after) on_peer_down += " " + config::duration_text(n->peer_down_timeout);
+  log().info(
+      "topology reloaded: downstream added {} removed {} moved {}; route {}; stage {}{}; "
+      "on_peer_down {}",
+      list(added), list(removed), list(moved), config::to_string(n->route), stage_.name(),
+      new_stage ? " (new parameters)" : "", on_peer_down);
   return "";
 }
 

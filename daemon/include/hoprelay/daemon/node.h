@@ -39,10 +39,10 @@ class Node final : public transport::LinkEvents {
   // Applies a new topology by difference, without restarting and without losing or
   // duplicating a message in flight: downstream peers added (connected) or removed (they get
   // no new messages and are closed once everything sent to them is acknowledged), a changed
-  // downstream address (reconnected; unacknowledged messages go again), route and stage
-  // parameters. A change that cannot be applied live (this node's listen or metrics address,
-  // transport, slots, slot_size, poll, forward) refuses the whole reload, naming the field.
-  // Returns an empty string on success, else the reason it was refused.
+  // downstream address (reconnected; unacknowledged messages go again), route, stage
+  // parameters, on_peer_down and peer_down_timeout. A change that cannot be applied live (this
+  // node's listen or metrics address, transport, slots, slot_size, poll, forward) refuses the whole
+  // reload, naming the field. Returns an empty string on success, else the reason it was refused.
   std::string reload(std::shared_ptr<const config::Topology> next);
   const config::Topology& topology() const { return *topology_; }
   // A reload that failed before reaching the node (the file does not validate), or that the
@@ -80,6 +80,13 @@ class Node final : public transport::LinkEvents {
     bool warned_too_large = false;
     bool retiring = false;  // removed by a reload: closed once its messages are acknowledged
     config::Endpoint address;
+    // on_peer_down = "drop-after": since when the link is down (or, never up yet, since it was
+    // first connected), the timer that ends the wait, and whether what is routed here is being
+    // dropped (from the timer until the link is up again).
+    transport::EventLoop::Clock::time_point down_since{};
+    transport::EventLoop::TimerId down_timer = 0;
+    bool dropping = false;
+    uint64_t dropped_while_down = 0;
   };
   struct Inbound {
     transport::InboundLink* link;
@@ -95,6 +102,16 @@ class Node final : public transport::LinkEvents {
   std::string forward_opcode() const;  // the `opcode` label of this node's forwarding
   void route(transport::Slot& slot);
   void pump(Downstream& d);
+  // on_peer_down: the link of `d` went down (or starts down): wait for it, or for its timeout.
+  void link_went_down(Downstream& d);
+  // (Re)arms the timeout of a downstream that is down, from when it went down, under the
+  // current policy; cancels it when there is nothing to wait for.
+  void watch_peer_down(Downstream& d);
+  void start_dropping(Downstream& d);
+  void stop_dropping(Downstream& d, std::string_view now_what);
+  // Releases everything waiting for `d` as dropped (reason peer_down).
+  void drop_waiting(Downstream& d);
+  void cancel_peer_down(Downstream& d);
   void release(transport::Slot& slot);
   // Gives back a slot that was not routed downstream (consumed at a leaf, dropped).
   void consume(transport::InboundLink& link, transport::Slot& slot);
@@ -125,6 +142,7 @@ class Node final : public transport::LinkEvents {
   prometheus::Counter* dropped_stage_error_;
   prometheus::Counter* dropped_too_large_;
   prometheus::Counter* dropped_duplicate_;
+  prometheus::Counter* dropped_peer_down_;
   prometheus::Gauge* slots_in_use_;
   LatencyHistogram* stage_seconds_;
   LatencyHistogram* residence_seconds_;
