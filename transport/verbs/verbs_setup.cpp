@@ -26,7 +26,7 @@ constexpr uint8_t kRnrRetry = 3;
 constexpr uint8_t kMinRnrTimer = 12;
 constexpr uint8_t kRetryCount = 7;
 constexpr uint32_t kControlSpare = 4;
-constexpr auto kAuthTimeout = std::chrono::milliseconds(5000);
+constexpr auto kConnectTimeout = std::chrono::milliseconds(5000);
 
 spdlog::logger& log() {
   static auto logger = module_logger("verbs");
@@ -621,6 +621,13 @@ void VerbsOutbound::start() {
   }
   conn_->id.reset(raw);
   state_ = State::kResolving;
+  // Resolve, connect and (with a key) authenticate within a bound, as over TCP. rdma_cm's own
+  // limit is far longer (its REQ retries take ~100 s under rxe), and a connect request lost
+  // while a port comes back up (netdev down and up) would hold the link that long.
+  timer_ = transport_.loop().after(kConnectTimeout, [this] {
+    timer_ = 0;
+    drop("connection not established within 5 s", true);
+  });
   // A node sends from the address it listens on: the one its peers expect it to come from
   // (admission checks the source address against the topology).
   sockaddr_storage src{};
@@ -705,11 +712,7 @@ void VerbsOutbound::send_auth() {
   if (!send_auth_frame(conn_->id->qp, out, kAuthSize, *conn_->region_a)) {
     return drop("ibv_post_send (auth)", true);
   }
-  state_ = State::kAuthenticating;
-  timer_ = transport_.loop().after(kAuthTimeout, [this] {
-    timer_ = 0;
-    drop("no welcome within 5 s of answering the challenge", true);
-  });
+  state_ = State::kAuthenticating;  // the connect timer (start()) still runs
 }
 
 void VerbsOutbound::on_welcome_frame(const ibv_wc& wc, const FrameHeader& h,
@@ -728,8 +731,6 @@ void VerbsOutbound::on_welcome_frame(const ibv_wc& wc, const FrameHeader& h,
   if (!post_control_receive(static_cast<uint32_t>(wr_value(wc.wr_id)))) {
     return drop("ibv_post_recv failed", true);
   }
-  if (timer_) transport_.loop().cancel(timer_);
-  timer_ = 0;
   peer_ = w;
   link_up();
 }
@@ -741,6 +742,8 @@ void VerbsOutbound::refuse_peer(std::string_view why) {
 }
 
 void VerbsOutbound::link_up() {
+  if (timer_) transport_.loop().cancel(timer_);
+  timer_ = 0;
   if (peer_.topology_hash != transport_.identity().topology_hash) {
     log().warn("{} runs a different topology file (hash {:016x}, ours {:016x})", peer_name_,
                peer_.topology_hash, transport_.identity().topology_hash);
