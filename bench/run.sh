@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Throughput benchmark over the TCP transport on loopback (docs/performance.md).
+# Benchmark of hoprelay over the TCP transport on loopback, with its references in the same run
+# (issue #6, docs/performance.md).
 #
 #   bench/run.sh [--smoke] BUILD_DIR
 #
-# Measures, for every message size, in this one run:
-#   hop1   hoprelay send -> x (a leaf node, passthrough)
-#   chain  hoprelay send -> a -> b -> c (passthrough on every node)
-#   zmq    ZeroMQ PUSH -> proxy -> proxy -> PULL (bench/zmq_chain.cpp)
-#   tcp    raw TCP one-hop stream with length prefixes (bench/tcp_stream.cpp), the ceiling
-# and prints a table with the ratios chain/zmq and hop1/tcp, writes BUILD_DIR/bench/out/
-# results.json and throughput.svg. Each count is sized from a short pilot run to take about
-# TARGET_SECONDS (default 1.5). SIZES (default "64 4096 65536") overrides the sizes.
-# --smoke: one small size, small fixed counts, and only checks that every measurement produced
-# a number (it asserts nothing about performance).
+# For every message size it measures
+#   hop1    hoprelay send -> x                 (one hoprelayd)
+#   chain   hoprelay send -> a -> b -> c       (three hoprelayd)
+#   fanout  hoprelay send -> a -> {l1, l2}     (broadcast: every message reaches both leaves)
+#   zmq     ZeroMQ PUSH -> proxy -> proxy -> PULL (bench/zmq_chain.cpp)
+#   tcp     raw TCP one-hop stream with length prefixes (bench/tcp_stream.cpp), the ceiling
+# throughput (msg/s, Gb/s) and CPU seconds per GB (every process involved) of each, peak RSS
+# (VmHWM) of every hoprelayd, and the latency p50/p99 of hop1, chain and zmq at a fixed offered
+# load: LAT_RATE msg/s (default 1000), lowered to LAT_GBPS Gb/s of payload (default 1) for large
+# messages. The latency of a hoprelay message runs from `hoprelay send --stamp` writing the
+# time into it to the `bench-latency` stage (bench/latency_stage.c) at the leaf; of a ZeroMQ
+# message, from the producer to the sink of zmq_chain.
+#
+# Prints a progress line per step to stderr, then the tables (bench/report.py) to stdout, and
+# writes BUILD_DIR/bench/out/results.json and bench.svg. Throughput counts are sized from pilot
+# runs to take about TARGET_SECONDS (default 5), latency runs about LAT_SECONDS (default 3,
+# at least 50 messages): about 5 minutes in all on 2 cores. SIZES (default "64 4096 65536
+# 1048576 16777216", each from 24 to 16777216) overrides the sizes. Each size gets its own
+# daemons: slot_size = max(64 KiB, size) and slots = 64 MiB / slot_size, between 4 and 64.
+# --smoke: the smallest and the largest size (64 B, 16 MiB), small fixed counts, and only a
+# check that every measurement produced a number (it asserts nothing about performance);
+# writes to BUILD_DIR/bench/out-smoke/.
 set -euo pipefail
 
 smoke=0
@@ -21,38 +34,65 @@ if [[ $# -ne 1 ]]; then
   echo "usage: $0 [--smoke] BUILD_DIR" >&2
   exit 2
 fi
+here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$1" && pwd)
 hoprelayd=$build/daemon/hoprelayd
 hoprelay=$build/client/hoprelay
 zmq_chain=$build/bench/zmq_chain
 tcp_stream=$build/bench/tcp_stream
-for b in "$hoprelayd" "$hoprelay" "$zmq_chain" "$tcp_stream"; do
-  [[ -x $b ]] || { echo "run.sh: $b is missing: build it first" >&2; exit 1; }
+latency_stage=$build/bench/bench_latency_stage.so
+for b in "$hoprelayd" "$hoprelay" "$zmq_chain" "$tcp_stream" "$latency_stage"; do
+  [[ -e $b ]] || { echo "run.sh: $b is missing: build it first" >&2; exit 1; }
 done
 
+lat_rate=${LAT_RATE:-1000}
+lat_gbps=${LAT_GBPS:-1}
 if ((smoke)); then
-  sizes=(4096)
+  sizes=(64 16777216)
   target=0
+  lat_seconds=0.1
+  lat_min=10
+  out=$build/bench/out-smoke
 else
-  read -r -a sizes <<<"${SIZES:-64 4096 65536}"
-  target=${TARGET_SECONDS:-1.5}
+  read -r -a sizes <<<"${SIZES:-64 4096 65536 1048576 16777216}"
+  target=${TARGET_SECONDS:-5}
+  lat_seconds=${LAT_SECONDS:-3}
+  lat_min=50
+  out=$build/bench/out
 fi
-out=$build/bench/out
-if ((smoke)); then out=$build/bench/out-smoke; fi
+for s in "${sizes[@]}"; do
+  if ! [[ $s =~ ^[0-9]+$ ]] || ((s < 24 || s > 16777216)); then
+    echo "run.sh: size $s is outside 24 .. 16777216 (hoprelay send's pattern header, and the" \
+      "largest slot_size)" >&2
+    exit 2
+  fi
+done
 work=$out/run
 rm -rf "$work"
-mkdir -p "$work"
-results=$out/results.tsv   # system size count seconds daemon_cpu_s
+mkdir -p "$work/lat"
+results=$out/results.tsv # one record per line, read by bench/report.py
 : >"$results"
 clk_tck=$(getconf CLK_TCK)
+started=$(date +%s)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 pids=()
 cleanup() {
+  local p
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
-free_ports() {  # N free loopback ports
+# 8 steps per size: hop1, chain, fanout, zmq, tcp throughput; hop1, chain, zmq latency.
+steps=$((${#sizes[@]} * 8))
+step=0
+progress() { # WHAT...: starts a progress line on stderr; `done_line` ends it
+  step=$((step + 1))
+  printf '[%2d/%d] %s ...' "$step" "$steps" "$*" >&2
+}
+done_line() { printf ' %s\n' "$*" >&2; }
+
+free_ports() { # N free loopback ports
   python3 - "$1" <<'EOF'
 import socket, sys
 socks = []
@@ -62,58 +102,118 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
 }
 
-wait_metrics() {  # PORT: wait until the node's metrics endpoint answers
-  python3 - "$1" <<'EOF'
-import sys, time, urllib.request
-deadline = time.time() + 10
-while time.time() < deadline:
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=1).read()
-        sys.exit(0)
-    except Exception:
-        time.sleep(0.05)
-sys.exit(1)
-EOF
+wait_up() { # LOG PEER...: until the node's log says it listens and its links to PEERs are up
+  local log=$1 i p ok
+  shift
+  for ((i = 0; i < 200; i++)); do
+    if grep -q "listening on" "$log"; then
+      ok=1
+      for p in "$@"; do grep -q "outbound link up: $p " "$log" || ok=0; done
+      ((ok)) && return 0
+    fi
+    sleep 0.05
+  done
+  return 1
 }
 
-# write_topology FILE NODE:DOWNSTREAM... ; sets the ports in node_port / node_metrics
-declare -A node_port node_metrics
+# Per-size slot geometry: every message fits one slot, and one inbound link's slots stay
+# within 64 MiB (at least 4 slots).
+slot_size_for() { echo $((($1 > 65536) ? $1 : 65536)); }
+slots_for() {
+  local n=$(((64 << 20) / $(slot_size_for "$1")))
+  echo $((n < 4 ? 4 : (n > 64 ? 64 : n)))
+}
+
+# Origins: throughput runs count up from 1; latency runs from lat_origin_base, and only those
+# are recorded by the bench-latency stage. Every run has its own origin, so a node never
+# takes a run's messages for replays of an earlier one (per-origin deduplication).
+next_origin=1
+lat_origin_base=4000000000
+
+# write_topology FILE SIZE NODE:DOWN1,DOWN2... (downstream first). No metrics endpoints: the
+# HTTP server would add 1.5 s to every daemon's exit, and nothing here scrapes it.
 write_topology() {
-  local file=$1; shift
+  local file=$1 size=$2
+  shift 2
   local ports
-  read -r -a ports <<<"$(free_ports $(($# * 2)))"
+  read -r -a ports <<<"$(free_ports $#)"
   {
-    printf '[pipeline]\nname = "bench"\ntransport = "tcp"\nslot_size = "64KiB"\nslots = 64\n\n'
+    printf '[pipeline]\nname = "bench"\ntransport = "tcp"\nslot_size = %s\nslots = %s\n\n' \
+      "$(slot_size_for "$size")" "$(slots_for "$size")"
     local i=0 spec name down
     for spec in "$@"; do
       name=${spec%%:*}
       down=${spec#*:}
-      node_port[$name]=${ports[i]}
-      node_metrics[$name]=${ports[i + 1]}
-      i=$((i + 2))
-      printf '[nodes.%s]\nlisten = "127.0.0.1:%s"\nmetrics = "127.0.0.1:%s"\n' \
-        "$name" "${node_port[$name]}" "${node_metrics[$name]}"
-      [[ -n $down ]] && printf 'downstream = ["%s"]\n' "$down"
-      printf 'stage = { plugin = "passthrough" }\n\n'
+      printf '[nodes.%s]\nlisten = "127.0.0.1:%s"\n' "$name" "${ports[i]}"
+      i=$((i + 1))
+      if [[ -n $down ]]; then
+        printf 'downstream = ["%s"]\nroute = "broadcast"\n' "${down//,/\", \"}"
+        printf 'stage = { plugin = "passthrough" }\n\n'
+      else
+        printf 'stage = { plugin = "%s", dir = "%s", min_origin = %s }\n\n' \
+          "$latency_stage" "$work/lat" "$lat_origin_base"
+      fi
     done
   } >"$file"
 }
 
 declare -A daemon_pid
-start_daemons() {  # TOPOLOGY NODE... (downstream first)
-  local topo=$1; shift
-  local n
-  for n in "$@"; do
-    "$hoprelayd" --topology "$topo" --node "$n" --log-level warn >"$work/$n.log" 2>&1 &
+cur_topo='' cur_head='' cur_leaf='' cur_name=''
+cur_nodes=()
+cur_pids=()
+start_topology() { # NAME SIZE NODE:DOWN... (downstream first; the last is the head)
+  cur_name=$1
+  local size=$2
+  shift 2
+  cur_topo=$work/$cur_name-$size.toml
+  write_topology "$cur_topo" "$size" "$@"
+  cur_nodes=()
+  cur_pids=()
+  local spec n down log
+  for spec in "$@"; do
+    n=${spec%%:*}
+    "$hoprelayd" --topology "$cur_topo" --node "$n" --log-level info \
+      >"$work/$cur_name-$size-$n.log" 2>&1 &
     daemon_pid[$n]=$!
     pids+=("$!")
+    cur_nodes+=("$n")
+    cur_pids+=("$!")
   done
-  for n in "$@"; do
-    wait_metrics "${node_metrics[$n]}" || { echo "run.sh: node $n did not come up:" >&2; cat "$work/$n.log" >&2; exit 1; }
+  cur_leaf=${cur_nodes[0]}
+  cur_head=${cur_nodes[-1]}
+  for spec in "$@"; do
+    n=${spec%%:*}
+    down=${spec#*:}
+    log=$work/$cur_name-$size-$n.log
+    # shellcheck disable=SC2086 # the downstream names, split at the commas
+    wait_up "$log" ${down//,/ } || {
+      echo "run.sh: node $n did not come up:" >&2
+      cat "$log" >&2
+      exit 1
+    }
   done
+  echo "slots $cur_name $size $(slots_for "$size") $(slot_size_for "$size")" >>"$results"
 }
 
-cpu_ticks() {  # PID...: utime + stime, in clock ticks, summed
+stop_topology() { # SIZE: every message is acknowledged by now, so the order does not matter
+  local size=$1 n p
+  for n in "${cur_nodes[@]}"; do
+    p=${daemon_pid[$n]}
+    echo "rss $cur_name $size $n $(awk '/^VmHWM:/ {print $2}' "/proc/$p/status")" >>"$results"
+    kill -TERM "$p"
+  done
+  for n in "${cur_nodes[@]}"; do
+    p=${daemon_pid[$n]}
+    wait "$p" || {
+      echo "run.sh: node $n exited with $?:" >&2
+      cat "$work/$cur_name-$size-$n.log" >&2
+      exit 1
+    }
+  done
+  pids=()
+}
+
+cpu_ticks() { # PID...: utime + stime, in clock ticks, summed
   local total=0 p f
   for p in "$@"; do
     # Fields after the ")" of the command name: state is field 3, utime 14, stime 15.
@@ -123,185 +223,157 @@ cpu_ticks() {  # PID...: utime + stime, in clock ticks, summed
   echo "$total"
 }
 
-declare -A peak_rss
-stop_daemons() {  # NODE... (head first, so each drains into a running downstream)
-  local n p
-  for n in "$@"; do
-    p=${daemon_pid[$n]}
-    peak_rss[$n]=$(awk '/^VmHWM:/ {print $2}' "/proc/$p/status")
-    kill -TERM "$p"
-    wait "$p" || { echo "run.sh: node $n exited with $?:" >&2; cat "$work/$n.log" >&2; exit 1; }
-  done
+# timed OUT CMD...: runs CMD with its stdout in OUT; sets t_cpu to its user + system seconds,
+# wall0/wall1 and busy0/busy1 to the time and the machine's busy ticks around it.
+t_cpu=0
+timed() {
+  local out=$1 t TIMEFORMAT='%3U %3S'
+  shift
+  busy0=$(busy_ticks)
+  wall0=$EPOCHREALTIME
+  if ! t=$({ time "$@" >"$out" 2>"$out.err"; } 2>&1); then
+    echo "run.sh: failed: $*" >&2
+    cat "$out.err" >&2
+    exit 1
+  fi
+  wall1=$EPOCHREALTIME
+  busy1=$(busy_ticks)
+  t_cpu=$(awk '{print $1 + $2}' <<<"$t")
 }
 
-# One measurement: measure SYSTEM SIZE COUNT -> prints "COUNT SECONDS DAEMON_CPU_S"
-# (the daemons of the current topology are in cur_pids).
-cur_pids=()
-cur_head=
-cur_topo=
+busy_ticks() { # CPU time the whole machine spent busy, in clock ticks (/proc/stat)
+  awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat
+}
+
+# measure SYSTEM SIZE COUNT: one throughput run; sets m_count, m_seconds and m_cpu (CPU
+# seconds of every process involved: the daemons of the current topology and the producer,
+# or the whole reference program), and m_others: the share of the machine's CPUs that other
+# processes used meanwhile (the noise of this shared machine).
+m_count=0 m_seconds=0 m_cpu=0 m_others=0
+busy0=0 busy1=0 wall0=0 wall1=0
 measure() {
-  local system=$1 size=$2 count=$3 line before after
+  local system=$1 size=$2 count=$3 before after
   case $system in
-    hop1 | chain)
+    hop1 | chain | fanout)
       before=$(cpu_ticks "${cur_pids[@]}")
-      line=$("$hoprelay" send --topology "$cur_topo" --to "$cur_head" --count "$count" \
-        --size "$size" --connect-timeout 10 --log-level error)
+      timed "$work/send.out" "$hoprelay" send --topology "$cur_topo" --to "$cur_head" \
+        --count "$count" --size "$size" --origin "$next_origin" --connect-timeout 10 \
+        --log-level error
+      next_origin=$((next_origin + 1))
       after=$(cpu_ticks "${cur_pids[@]}")
-      # sent N messages, B bytes in T s: R msg/s, G Gb/s (origin O)
-      python3 - "$line" "$before" "$after" "$clk_tck" <<'EOF'
-import re, sys
-m = re.match(r"sent (\d+) messages, (\d+) bytes in ([\d.]+) s: ([\d.]+) msg/s", sys.argv[1])
-if not m:
-    sys.exit(f"run.sh: cannot parse hoprelay send's output: {sys.argv[1]!r}")
-n, rate = int(m.group(1)), float(m.group(4))
-cpu = (int(sys.argv[3]) - int(sys.argv[2])) / int(sys.argv[4])
-print(n, n / rate if rate > 0 else float(m.group(3)), cpu)
-EOF
+      # "sent N messages, B bytes in T s: R msg/s, G Gb/s (origin O)": T has 3 decimals, R
+      # none; take whichever is more precise.
+      read -r m_count m_seconds <<<"$(awk '$1 == "sent" {print $2, ($9 >= 1000 ? $2 / $9 : $7)}' \
+        "$work/send.out")"
+      m_cpu=$(awk -v a="$after" -v b="$before" -v hz="$clk_tck" -v p="$t_cpu" \
+        'BEGIN {print (a - b) / hz + p}')
       ;;
-    zmq) line=$("$zmq_chain" "$size" "$count"); echo "$line" | awk '{print $3, $4, "nan"}' ;;
-    tcp) line=$("$tcp_stream" "$size" "$count"); echo "$line" | awk '{print $3, $4, "nan"}' ;;
+    zmq | tcp)
+      local prog=$zmq_chain
+      [[ $system == tcp ]] && prog=$tcp_stream
+      timed "$work/$system.out" "$prog" "$size" "$count"
+      read -r _ _ m_count m_seconds _ <"$work/$system.out" || true
+      m_cpu=$t_cpu
+      if [[ $system == zmq ]]; then
+        echo "rss zmq $size process $(awk '{print $5}' "$work/zmq.out")" >>"$results"
+      fi
+      ;;
   esac
+  [[ -n $m_count && -n $m_seconds ]] || {
+    echo "run.sh: $system $size: no result in:" >&2
+    cat "$work"/*.out >&2
+    exit 1
+  }
+  m_others=$(awk -v b="$((busy1 - busy0))" -v hz="$clk_tck" -v own="$m_cpu" -v n="$(nproc)" \
+    -v w0="$wall0" -v w1="$wall1" \
+    'BEGIN {o = (b / hz - own) / ((w1 - w0) * n); print (o < 0 ? 0 : (o > 1 ? 1 : o))}')
 }
 
-# Pilot, then the measured run with the count that takes about $target seconds.
-bench_size() {
-  local system=$1 size=$2 count r m
+# throughput SYSTEM SIZE: pilots, then the measured run of about $target seconds.
+throughput() {
+  local system=$1 size=$2 count
+  progress "$(printf '%-6s %8s B  throughput' "$system" "$size")"
+  # 32 MiB worth of messages, 4 to 200,000: the smoke test's count and the first pilot's.
+  count=$((32 * 1024 * 1024 / size))
+  count=$((count < 4 ? 4 : (count > 200000 ? 200000 : count)))
   if ((smoke)); then
-    count=2000
+    count=$((count > 2000 ? 2000 : count))
   else
     # Pilots of growing counts until one takes 0.2 s, so start-up costs do not skew the rate.
-    count=$(python3 -c "print(max(2000, min(200000, (32 << 20) // $size)))")
     while :; do
-      printf '  %-6s %6s B  pilot   %9s msgs ...\n' "$system" "$size" "$count"
-      m=$(measure "$system" "$size" "$count")
-      read -r -a r <<<"$m"
-      python3 -c "import sys; sys.exit(float(sys.argv[1]) < 0.2)" "${r[1]}" && break
+      measure "$system" "$size" "$count"
+      awk -v s="$m_seconds" 'BEGIN {exit !(s >= 0.2)}' && break
       count=$((count * 4))
     done
-    count=$(python3 -c "print(max(1000, int($target * ${r[0]} / ${r[1]})))")
+    count=$(awk -v t="$target" -v c="$m_count" -v s="$m_seconds" \
+      'BEGIN {n = int(t * c / s); print (n < 4 ? 4 : n)}')
   fi
-  printf '  %-6s %6s B  measure %9s msgs ...' "$system" "$size" "$count"
-  m=$(measure "$system" "$size" "$count")
-  read -r -a r <<<"$m"
-  python3 -c "import sys; c,s=int(sys.argv[1]),float(sys.argv[2]); print(f' {s:.3f} s, {c/s:,.0f} msg/s, {c*$size*8/s/1e9:.3f} Gb/s')" "${r[0]}" "${r[1]}"
-  echo "$system $size ${r[0]} ${r[1]} ${r[2]}" >>"$results"
+  measure "$system" "$size" "$count"
+  # Warm-up (page faults of fresh slots, connections) makes small pilots look slow: measure
+  # again, up to twice, when the run took less than half the target.
+  local _
+  for _ in 1 2; do
+    awk -v s="$m_seconds" -v t="$target" 'BEGIN {exit !(s < t / 2)}' || break
+    count=$(awk -v t="$target" -v c="$m_count" -v s="$m_seconds" 'BEGIN {print int(t * c / s) + 1}')
+    measure "$system" "$size" "$count"
+  done
+  echo "tput $system $size $m_count $m_seconds $m_cpu $m_others" >>"$results"
+  done_line "$(awk -v c="$m_count" -v s="$m_seconds" -v b="$size" -v cpu="$m_cpu" \
+    -v o="$m_others" 'BEGIN {printf "%.0f msg/s, %.3f Gb/s, %.2f CPU s/GB (%d msgs in %.2f s; " \
+      "others used %.0f %% of the CPUs)", c / s, c * b * 8 / s / 1e9, cpu / (c * b / 1e9), c, s,
+      100 * o}')"
 }
 
-echo "bench: sizes ${sizes[*]} bytes, ~${target} s per measurement, on $(nproc) cores; logs in $work"
+# latency SYSTEM SIZE: COUNT stamped messages at the offered load; the histogram file goes
+# into the results (hoprelay's is complete once its daemons have stopped: see stop_topology).
+latency() {
+  local system=$1 size=$2 rate count file
+  rate=$(awk -v r="$lat_rate" -v g="$lat_gbps" -v b="$size" \
+    'BEGIN {m = g * 1e9 / (8 * b); printf "%.4g", (m < r ? m : r)}')
+  count=$(awk -v r="$rate" -v t="$lat_seconds" -v m="$lat_min" \
+    'BEGIN {n = int(r * t + 0.5); print (n < m ? m : n)}')
+  progress "$(printf '%-6s %8s B  latency at %s msg/s' "$system" "$size" "$rate")"
+  if [[ $system == zmq ]]; then
+    file=$work/lat/zmq-$size.lat
+    "$zmq_chain" "$size" "$count" --rate "$rate" --latency "$file" >"$work/zmq-lat.out"
+  else
+    local origin=$((lat_origin_base + next_origin))
+    next_origin=$((next_origin + 1))
+    file=$work/lat/$cur_leaf-$origin.lat
+    "$hoprelay" send --topology "$cur_topo" --to "$cur_head" --count "$count" --size "$size" \
+      --rate "$rate" --stamp --origin "$origin" --connect-timeout 10 --log-level error \
+      >"$work/send-lat.out"
+  fi
+  echo "lat $system $size $rate $count $file" >>"$results"
+  done_line "$count msgs"
+}
 
-# hoprelay, one hop: the producer feeds a leaf.
-cur_topo=$work/hop1.toml
-write_topology "$cur_topo" "x:"
-start_daemons "$cur_topo" x
-cur_pids=("${daemon_pid[x]}")
-cur_head=x
-for s in "${sizes[@]}"; do bench_size hop1 "$s"; done
-stop_daemons x
-rss_hop1_x=${peak_rss[x]}
+echo "bench: sizes ${sizes[*]} bytes, ~${target} s per throughput run, latency at" \
+  "min($lat_rate msg/s, $lat_gbps Gb/s), $(nproc) cores, load $load_before; logs in $work" >&2
 
-# hoprelay, chain a -> b -> c.
-cur_topo=$work/chain.toml
-write_topology "$cur_topo" "a:b" "b:c" "c:"
-start_daemons "$cur_topo" c b a
-cur_pids=("${daemon_pid[a]}" "${daemon_pid[b]}" "${daemon_pid[c]}")
-cur_head=a
-for s in "${sizes[@]}"; do bench_size chain "$s"; done
-stop_daemons a b c
-pids=()
+for size in "${sizes[@]}"; do
+  start_topology hop1 "$size" "x:"
+  throughput hop1 "$size"
+  latency hop1 "$size"
+  stop_topology "$size"
 
-for s in "${sizes[@]}"; do bench_size zmq "$s"; done
-for s in "${sizes[@]}"; do bench_size tcp "$s"; done
+  start_topology chain "$size" "c:" "b:c" "a:b"
+  throughput chain "$size"
+  latency chain "$size"
+  stop_topology "$size"
 
-# Table, results.json, and the SVG plot.
-python3 - "$results" "$out" "$smoke" "$rss_hop1_x" "${peak_rss[a]}" "${peak_rss[b]}" "${peak_rss[c]}" <<'EOF'
-import json, math, sys
-results, out, smoke = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-rss = {"hop1.x": int(sys.argv[4]), "chain.a": int(sys.argv[5]), "chain.b": int(sys.argv[6]),
-       "chain.c": int(sys.argv[7])}
-systems = ["hop1", "chain", "zmq", "tcp"]
-labels = {"hop1": "hoprelay one hop", "chain": "hoprelay chain a->b->c",
-          "zmq": "ZeroMQ chain push->proxy->proxy->pull", "tcp": "raw TCP one hop"}
-data = {}
-bad = []
-for line in open(results):
-    system, size, count, seconds, cpu = line.split()
-    size, count, seconds, cpu = int(size), int(count), float(seconds), float(cpu)
-    ok = count > 0 and math.isfinite(seconds) and seconds > 0
-    if not ok:
-        bad.append(line.strip())
-        continue
-    rate = count / seconds
-    entry = {"count": count, "seconds": round(seconds, 6), "msgs_per_s": round(rate, 1),
-             "gbit_per_s": round(rate * size * 8 / 1e9, 4)}
-    if math.isfinite(cpu):
-        entry["daemon_cpu_s"] = round(cpu, 3)
-        entry["daemon_cpu_s_per_gb"] = round(cpu / (count * size / 1e9), 3)
-    data.setdefault(size, {})[system] = entry
-sizes = sorted(data)
-missing = [f"{s} {sy}" for s in sizes for sy in systems if sy not in data[s]]
-if bad or missing or not sizes:
-    sys.exit(f"run.sh: measurements without a number: {bad + missing}")
+  start_topology fanout "$size" "l1:" "l2:" "a:l1,l2"
+  throughput fanout "$size"
+  stop_topology "$size"
 
-def ratio(s, a, b):
-    return data[s][a]["msgs_per_s"] / data[s][b]["msgs_per_s"]
+  throughput zmq "$size"
+  latency zmq "$size"
+  throughput tcp "$size"
+done
 
-print()
-hdr = f"{'size':>7} | " + " | ".join(f"{sy:>19}" for sy in systems) + " | chain/zmq | hop1/tcp"
-print(hdr)
-print(f"{'':>7} | " + " | ".join(f"{'msg/s':>10} {'Gb/s':>8}" for _ in systems) + " |           |")
-print("-" * len(hdr))
-for s in sizes:
-    cells = " | ".join(f"{data[s][sy]['msgs_per_s']:>10,.0f} {data[s][sy]['gbit_per_s']:>8.3f}"
-                       for sy in systems)
-    print(f"{s:>7} | {cells} | {ratio(s, 'chain', 'zmq'):>8.2f}x | {ratio(s, 'hop1', 'tcp'):>7.2f}x")
-print()
-print("daemon CPU seconds per GB of payload (all daemons of the topology, utime+stime):")
-for s in sizes:
-    print(f"  {s:>7} B: one hop {data[s]['hop1'].get('daemon_cpu_s_per_gb', float('nan')):.2f}, "
-          f"chain {data[s]['chain'].get('daemon_cpu_s_per_gb', float('nan')):.2f}")
-print("peak RSS (VmHWM) of each daemon: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in rss.items()))
-
-for s in sizes:
-    data[s]["ratios"] = {"chain_over_zmq": round(ratio(s, "chain", "zmq"), 3),
-                         "hop1_over_tcp": round(ratio(s, "hop1", "tcp"), 3)}
-doc = {"smoke": smoke, "systems": labels, "peak_rss_kib": rss,
-       "sizes": {str(s): data[s] for s in sizes}}
-with open(f"{out}/results.json", "w") as f:
-    json.dump(doc, f, indent=2)
-    f.write("\n")
-
-# Throughput (Gb/s) against size (log2 axis), one line per system, by hand.
-W, H, L, R, T, B = 720, 420, 70, 250, 30, 50
-pw, ph = W - L - R, H - T - B
-ymax = max(data[s][sy]["gbit_per_s"] for s in sizes for sy in systems) * 1.1 or 1
-lx = [math.log2(s) for s in sizes]
-x0, x1 = (min(lx) - 0.5, max(lx) + 0.5)
-X = lambda v: L + (math.log2(v) - x0) / (x1 - x0) * pw
-Y = lambda v: T + ph - v / ymax * ph
-colors = {"hop1": "#1f77b4", "chain": "#d62728", "zmq": "#2ca02c", "tcp": "#7f7f7f"}
-svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-       f'<rect width="{W}" height="{H}" fill="white"/>',
-       f'<text x="{L}" y="18" font-size="14">hoprelay over TCP on loopback: throughput vs message size</text>',
-       f'<line x1="{L}" y1="{T + ph}" x2="{L + pw}" y2="{T + ph}" stroke="black"/>',
-       f'<line x1="{L}" y1="{T}" x2="{L}" y2="{T + ph}" stroke="black"/>',
-       f'<text x="{L + pw / 2}" y="{H - 10}" text-anchor="middle">message size (bytes, log scale)</text>',
-       f'<text x="15" y="{T + ph / 2}" transform="rotate(-90 15 {T + ph / 2})" text-anchor="middle">Gb/s (payload)</text>']
-for i in range(6):
-    v = ymax * i / 5
-    svg.append(f'<line x1="{L}" y1="{Y(v):.1f}" x2="{L + pw}" y2="{Y(v):.1f}" stroke="#ddd"/>')
-    svg.append(f'<text x="{L - 6}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
-for s in sizes:
-    svg.append(f'<text x="{X(s):.1f}" y="{T + ph + 16}" text-anchor="middle">{s}</text>')
-for k, sy in enumerate(systems):
-    pts = " ".join(f"{X(s):.1f},{Y(data[s][sy]['gbit_per_s']):.1f}" for s in sizes)
-    svg.append(f'<polyline points="{pts}" fill="none" stroke="{colors[sy]}" stroke-width="2"/>')
-    for s in sizes:
-        svg.append(f'<circle cx="{X(s):.1f}" cy="{Y(data[s][sy]["gbit_per_s"]):.1f}" r="3" fill="{colors[sy]}"/>')
-    ly = T + 10 + 20 * k
-    svg.append(f'<line x1="{L + pw + 15}" y1="{ly}" x2="{L + pw + 35}" y2="{ly}" stroke="{colors[sy]}" stroke-width="2"/>')
-    svg.append(f'<text x="{L + pw + 40}" y="{ly + 4}" font-size="11">{labels[sy]}</text>')
-svg.append("</svg>")
-with open(f"{out}/throughput.svg", "w") as f:
-    f.write("\n".join(svg) + "\n")
-print(f"\nwrote {out}/results.json and {out}/throughput.svg")
-EOF
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "took $(($(date +%s) - started)) s; load average before $load_before, after $load_after" >&2
+python3 "$here/report.py" --results "$results" --out "$out" --smoke "$smoke" \
+  --meta "cores=$(nproc)" "load_before=$load_before" "load_after=$load_after" \
+  "target_seconds=$target" "lat_rate=$lat_rate" "lat_gbps=$lat_gbps" \
+  "lat_seconds=$lat_seconds" "seconds=$(($(date +%s) - started))"

@@ -2,19 +2,34 @@
 //   PUSH (producer) -> proxy -> proxy -> PULL (sink), every hop on tcp://127.0.0.1,
 // each stage a thread with its own zmq context (its own I/O thread), as separate processes
 // would have. Sends COUNT messages of SIZE bytes and prints
-//   zmq_chain SIZE COUNT SECONDS
-// where SECONDS runs from the first send to the last message received by the sink.
+//   zmq_chain SIZE COUNT SECONDS MAXRSS_KIB
+// where SECONDS runs from the first send to the last message received by the sink, and
+// MAXRSS_KIB is the peak RSS of the whole process (all four stages).
 // No acknowledgements: ZeroMQ's PUSH/PULL is fire-and-forget with high-water-mark backpressure,
 // while hoprelay send returns only when every message is acknowledged end to end.
+//
+//   zmq_chain SIZE COUNT --rate R --latency FILE
+// paces the producer at R messages/s and stamps each message with its send time (as
+// `hoprelay send --stamp` does); the sink records each message's latency in the histogram
+// that bench/latency_stage.c uses and writes it to FILE (bench/latency_hist.h).
+//
+// High-water marks: ZeroMQ's default of 1000 messages per queue, lowered for large messages
+// to what fits in 64 MiB (at least 4), the same budget bench/run.sh gives hoprelay's slots;
+// otherwise 16 MiB messages would queue gigabytes.
+#include <sys/resource.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "latency_hist.h"
 
 namespace {
 
@@ -51,16 +66,22 @@ void forward(void* in, void* out, unsigned long count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: zmq_chain SIZE COUNT\n");
+  double rate = 0;
+  const char* latency_file = nullptr;
+  if (argc == 7 && std::strcmp(argv[3], "--rate") == 0 && std::strcmp(argv[5], "--latency") == 0) {
+    rate = std::strtod(argv[4], nullptr);
+    latency_file = argv[6];
+  } else if (argc != 3) {
+    std::fprintf(stderr, "usage: zmq_chain SIZE COUNT [--rate R --latency FILE]\n");
     return 2;
   }
   const size_t size = std::strtoul(argv[1], nullptr, 10);
   const unsigned long count = std::strtoul(argv[2], nullptr, 10);
-  if (size == 0 || count == 0) {
-    std::fprintf(stderr, "zmq_chain: SIZE and COUNT must be positive\n");
+  if (size == 0 || count == 0 || (latency_file && (rate <= 0 || size < sizeof(uint64_t)))) {
+    std::fprintf(stderr, "zmq_chain: SIZE, COUNT and R must be positive, SIZE >= 8 with R\n");
     return 2;
   }
+  const int hwm = static_cast<int>(std::clamp<size_t>((size_t{64} << 20) / size, 4, 1000));
 
   // Contexts: producer, proxy 1, proxy 2, sink.
   void* ctx[4];
@@ -75,6 +96,8 @@ int main(int argc, char** argv) {
   for (void* s : {sink, p2_in, p2_out, p1_in, p1_out, prod}) {
     check(s != nullptr, "socket");
     set_int(s, ZMQ_LINGER, 5000);
+    set_int(s, ZMQ_SNDHWM, hwm);
+    set_int(s, ZMQ_RCVHWM, hwm);
   }
   const std::string sink_ep = bind_any(sink);
   const std::string p2_ep = bind_any(p2_in);
@@ -90,19 +113,30 @@ int main(int argc, char** argv) {
   clock::time_point start;
   std::thread producer([&] {
     std::vector<char> payload(size, 'x');
+    // Let the three connections come up first, so the first message does not wait for them
+    // (hoprelay's producer too starts on a connected head, its relays long connected).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     start = clock::now();
     for (unsigned long i = 0; i < count; ++i) {
-      std::memcpy(payload.data(), &i, size < sizeof i ? size : sizeof i);
+      if (latency_file) {
+        std::this_thread::sleep_until(start + std::chrono::duration_cast<clock::duration>(
+                                                  std::chrono::duration<double>(i / rate)));
+        lat_stamp(payload.data());
+      } else {
+        std::memcpy(payload.data(), &i, size < sizeof i ? size : sizeof i);
+      }
       check(zmq_send(prod, payload.data(), size, 0) == static_cast<int>(size), "send");
     }
   });
 
   zmq_msg_t msg;
   unsigned long bytes = 0;
+  auto hist = std::make_unique<lat_hist>();
   for (unsigned long i = 0; i < count; ++i) {
     check(zmq_msg_init(&msg) == 0, "msg_init");
     const int n = zmq_msg_recv(&msg, sink, 0);
     check(n >= 0, "sink recv");
+    if (latency_file) lat_record(hist.get(), zmq_msg_data(&msg), lat_now_ns());
     bytes += static_cast<unsigned long>(n);
     zmq_msg_close(&msg);
   }
@@ -116,6 +150,12 @@ int main(int argc, char** argv) {
   }
   for (void* s : {sink, p2_in, p2_out, p1_in, p1_out, prod}) zmq_close(s);
   for (auto& c : ctx) zmq_ctx_term(c);
-  std::printf("zmq_chain %zu %lu %.6f\n", size, count, seconds);
+  if (latency_file && lat_write(hist.get(), latency_file) != 0) {
+    std::perror(latency_file);
+    return 1;
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("zmq_chain %zu %lu %.6f %ld\n", size, count, seconds, ru.ru_maxrss);
   return 0;
 }

@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
   send->add_option("--size", size, "Message size in bytes (generated), or chunk size (--file)");
   send->add_option("--rate", opts.rate, "Messages per second (default: as fast as credits allow)")
       ->check(CLI::NonNegativeNumber);
+  send->add_flag("--stamp", opts.stamp,
+                 "Write the send time (CLOCK_MONOTONIC ns, u64) into each message's first 8 "
+                 "bytes, for a latency-recording stage such as bench/latency_stage.c (the "
+                 "payload then no longer passes verify-sink)");
   send->add_option("--origin", origin, "Origin id carried by every message (default: random)");
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node");
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")

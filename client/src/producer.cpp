@@ -1,6 +1,8 @@
 #include "producer.h"
 
+#include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 
 #include "hoprelay/stages/pattern.h"
@@ -113,6 +115,13 @@ bool Producer::fill(Buffer& b) {
   return true;
 }
 
+void Producer::stamp(Buffer& b) {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+  std::memcpy(b.data, &ns, std::min<size_t>(sizeof ns, b.length));
+}
+
 void Producer::pump() {
   if (!link_ || !link_->up()) return;
   auto now = std::chrono::steady_clock::now();
@@ -143,6 +152,7 @@ void Producer::pump() {
       b = free_.back();
       free_.pop_back();
       fill(*b);
+      if (options_.stamp) stamp(*b);
     }
     transport::OutFrame f{options_.origin, b->seq, 0, b->data, b->length, memory_.get(), b};
     if (!link_->post(f)) {

@@ -20,6 +20,10 @@ struct ProducerOptions {
   uint32_t size = 1024;  // generated message size, or the chunk size for a file
   std::string file;      // send this file's bytes, split into `size`-byte messages
   double rate = 0;       // messages per second; 0 = as fast as credits allow
+  // Overwrite each message's first 8 bytes, just before its first post, with the send time:
+  // CLOCK_MONOTONIC in nanoseconds, u64 in host (little-endian) order. For latency benchmarks
+  // (bench/latency_stage.c reads it at the leaf); replaces the start of the payload pattern.
+  bool stamp = false;
   uint32_t origin = 0;
   std::chrono::seconds connect_timeout{30};
 };
@@ -55,7 +59,8 @@ class Producer final : public transport::LinkEvents {
     uint32_t length;
     uint64_t seq;
   };
-  bool fill(Buffer& b);  // next message into b; false when there is none left
+  bool fill(Buffer& b);   // next message into b; false when there is none left
+  void stamp(Buffer& b);  // options_.stamp: the send time into b's first 8 bytes
   void pump();
   uint64_t total() const { return total_; }
 
