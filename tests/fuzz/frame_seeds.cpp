@@ -60,6 +60,16 @@ Bytes cm_welcome_body(uint32_t slots, uint32_t slot_size) {
   return b;
 }
 
+// The accept of a link with auth_key_file: no ring yet, a nonce to answer.
+Bytes cm_challenge_body(uint32_t slots, uint32_t slot_size) {
+  CmWelcome w{slots, slot_size, 0, 0, 0x0123456789abcdefull};
+  w.auth = true;
+  for (size_t i = 0; i < w.nonce.size(); ++i) w.nonce[i] = std::byte(i * 7 + 1);
+  Bytes b(kCmChallengeSize);
+  encode_cm_welcome(w, b.data());
+  return b;
+}
+
 Bytes text(const std::string& s) {
   Bytes b(s.size());
   std::memcpy(b.data(), s.data(), s.size());
@@ -108,6 +118,9 @@ int main(int argc, char** argv) {
   put("body-cm-hello-producer", cm_hello_body(producer));
   put("body-cm-welcome", cm_welcome_body(64, 65536));
   put("body-cm-welcome-max", cm_welcome_body(4096, 16u << 20));
+  put("body-cm-challenge", cm_challenge_body(64, 65536));
+  put("frame-challenge", frame({FrameType::kChallenge}, text(std::string(32, 'n'))));
+  put("frame-auth", frame({FrameType::kAuth}, text(std::string(64, 'a'))));
   // A producer's session: hello, welcome back, data, credit, bye.
   put("stream-session",
       cat({frame({FrameType::kHello}, hello_body(producer)),

@@ -26,7 +26,7 @@ using namespace hoprelay::transport;
 constexpr std::array<uint32_t, 7> kLimits = {0, 1, 256, 4096, 65536, 16u << 20, UINT32_MAX};
 
 bool known_type(FrameType t) {
-  return uint8_t(t) >= uint8_t(FrameType::kHello) && uint8_t(t) <= uint8_t(FrameType::kBye);
+  return uint8_t(t) >= uint8_t(FrameType::kHello) && uint8_t(t) <= uint8_t(FrameType::kAuth);
 }
 
 // The name is NUL-terminated within the array and is a valid node name.
@@ -123,15 +123,18 @@ void check_cm_hello(std::span<const std::byte> in) {
 void check_cm_welcome(std::span<const std::byte> in) {
   CmWelcome w;
   if (!decode_cm_welcome(in, w)) return;
-  FUZZ_CHECK(in.size() >= kCmWelcomeSize);
+  FUZZ_CHECK(in.size() >= (w.auth ? kCmChallengeSize : kCmWelcomeSize));
   FUZZ_CHECK(w.slots > 0 && w.slots <= (1u << kImmSlotBits));
   FUZZ_CHECK(w.slot_size > 0);
-  std::array<std::byte, kCmWelcomeSize> again{};
+  // A challenge encodes to kCmChallengeSize bytes, a plain welcome to kCmWelcomeSize.
+  std::array<std::byte, kCmChallengeSize> again{};
   encode_cm_welcome(w, again.data());
   CmWelcome w2;
-  FUZZ_CHECK(decode_cm_welcome(again, w2));
+  FUZZ_CHECK(
+      decode_cm_welcome(std::span(again).first(w.auth ? kCmChallengeSize : kCmWelcomeSize), w2));
   FUZZ_CHECK(w2.slots == w.slots && w2.slot_size == w.slot_size && w2.rkey == w.rkey &&
-             w2.ring_addr == w.ring_addr && w2.topology_hash == w.topology_hash);
+             w2.ring_addr == w.ring_addr && w2.topology_hash == w.topology_hash &&
+             w2.auth == w.auth && w2.nonce == w.nonce);
 }
 
 void check_bodies(std::span<const std::byte> in) {
