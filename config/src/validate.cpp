@@ -30,8 +30,8 @@ const std::vector<std::string_view> kPipelineKeys = {"name",  "transport",    "s
                                                      "slots", "ingress",      "forward",
                                                      "poll",  "on_peer_down", "peer_down_timeout"};
 const std::vector<std::string_view> kNodeKeys = {
-    "listen", "metrics", "downstream", "route", "stage",        "transport",        "slot_size",
-    "slots",  "ingress", "forward",    "poll",  "on_peer_down", "peer_down_timeout"};
+    "listen", "metrics", "downstream", "route", "stage",        "transport",         "slot_size",
+    "slots",  "ingress", "forward",    "poll",  "on_peer_down", "peer_down_timeout", "cpu"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -480,6 +480,8 @@ class Validator {
         get_enum(e, prefix + ".route", internal::kRouteSpellings, &spec.route);
       } else if (e.key == "stage") {
         parse_stage(e, spec, prefix + ".stage");
+      } else if (e.key == "cpu") {
+        parse_cpu(e, spec, prefix + ".cpu");
       } else if (!setting(e, prefix, s)) {
         unknown_key(e, "in [" + prefix + "]", kNodeKeys, &suggested);
       }
@@ -495,6 +497,18 @@ class Validator {
     spec.poll = s.poll;
     spec.on_peer_down = s.on_peer_down;
     spec.peer_down_timeout = s.peer_down_timeout;
+  }
+
+  // A CPU number; whether this host has it is checked by hoprelayd when it pins itself.
+  void parse_cpu(const Entry& e, NodeSpec& spec, const std::string& name) {
+    auto v = e.value->as_integer();
+    if (!v) return type_error(e, name, "an integer (a CPU number, as in `taskset -c`)");
+    if (v->get() < 0 || v->get() >= kMaxCpu) {
+      return error(e.value_pos, name + " " + std::to_string(v->get()) +
+                                    " is out of range: must be between 0 and " +
+                                    std::to_string(kMaxCpu - 1));
+    }
+    spec.cpu = static_cast<uint32_t>(v->get());
   }
 
   std::optional<Endpoint> get_address(const Entry& e, const std::string& name,

@@ -1,6 +1,7 @@
 // hoprelayd: runs one node of a hoprelay pipeline in the foreground (systemd runs it as
 // hoprelayd@NODE.service, Type=notify). Logs go to stderr, where journald picks them up.
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -8,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "hoprelay/config/topology.h"
@@ -18,6 +20,32 @@
 #include "systemd_notify.h"
 
 namespace {
+
+// Pins the calling thread (the event loop: every link, the stage and the routing run on it) to
+// `cpu`. Called once the node has started, so the metrics server's threads keep the process's
+// other CPUs. Returns what to do when the CPU is not this process's to use.
+std::string pin_to_cpu(uint32_t cpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return "sched_getaffinity failed";
+  if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
+    std::string list;
+    for (int i = 0; i < CPU_SETSIZE; ++i) {
+      if (CPU_ISSET(i, &allowed)) list += (list.empty() ? "" : ",") + std::to_string(i);
+    }
+    return "cpu = " + std::to_string(cpu) + " but this process may only run on CPUs " + list +
+           " (nproc, taskset -p, the unit's CPUAffinity= or the cgroup's cpuset): change `cpu` "
+           "in the topology";
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(one), &one); rc != 0) {
+    return "cannot pin to CPU " + std::to_string(cpu) + ": " + std::strerror(rc);
+  }
+  spdlog::info("event loop pinned to CPU {}", cpu);
+  return "";
+}
 
 constexpr int kExitConfig = 78;       // EX_CONFIG
 constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: cannot start (port, device, memlock)
@@ -211,6 +239,13 @@ int main(int argc, char** argv) {
   } else if (!downstream_ready) {
     notifier.status("starting: " + serving + "; waiting for the downstream links to " +
                     join(spec->downstream) + " to come up");
+  }
+  if (spec->cpu) {
+    if (std::string why = pin_to_cpu(*spec->cpu); !why.empty()) {
+      spdlog::error("cannot start: {}", why);
+      notifier.status("cannot start: " + why);
+      return kExitConfig;
+    }
   }
   notifier.start_watchdog(loop);
 

@@ -497,6 +497,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (n->slot_size != spec_->slot_size) fixed.push_back("slot_size");
   if (n->poll != spec_->poll) fixed.push_back("poll");
   if (n->forward != spec_->forward) fixed.push_back("forward");
+  if (n->cpu != spec_->cpu) fixed.push_back("cpu");
   if (!fixed.empty()) {
     std::string names;
     for (const auto& f : fixed)

@@ -380,3 +380,31 @@ TEST(Logs, JsonFormatIsOneObjectPerLine) {
 
 }  // namespace
 }  // namespace hoprelay::test
+
+namespace hoprelay::test {
+namespace {
+
+// `cpu = N` pins the node's event loop (its main thread) and nothing else; a CPU the process
+// may not use is a configuration error that names what to change.
+TEST(Pipeline, CpuPinsTheEventLoopThread) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}, "{ plugin = \"passthrough\" }", "cpu = 0"},
+                   {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  std::string status = read_file("/proc/" + std::to_string(p.proc("a").pid()) + "/status");
+  EXPECT_NE(status.find("Cpus_allowed_list:\t0\n"), std::string::npos) << status;
+  EXPECT_NE(read_file(dir / "a.log").find("event loop pinned to CPU 0"), std::string::npos);
+  ASSERT_EQ(p.send("a", 2000, 256).code, 0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 2000); }, 20s));
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 2000);
+
+  p.change([](std::vector<NodeDef>& nodes) { nodes[0].extra = "cpu = 4095"; });
+  RunResult r = run({HOPRELAYD_BIN, "--topology", p.topology().string(), "--node", "a"});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find("cpu = 4095 but this process may only run on CPUs"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace hoprelay::test

@@ -1053,3 +1053,25 @@ stage = { plugin = "/nonexistent/b.so" }
 
 }  // namespace
 }  // namespace hoprelay::config
+
+namespace hoprelay::config {
+namespace {
+
+TEST(Topology, CpuPinsOneNodeAndIsCheckedWhereWritten) {
+  Topology t =
+      parse_topology(with_pipeline("[nodes.a]\nlisten = \"10.0.0.1:7000\"\ncpu = 1\n"
+                                   "[nodes.b]\nlisten = \"10.0.0.1:7001\"\n"),
+                     "t.toml");
+  EXPECT_EQ(t.find("a")->cpu, 1u);
+  EXPECT_FALSE(t.find("b")->cpu.has_value());
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = -1\n"), 5, 7,
+               "nodes.a.cpu -1 is out of range: must be between 0 and 4095");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = \"2\"\n"), 5, 7,
+               "nodes.a.cpu must be an integer (a CPU number");
+  // A per-node key only: pinning every node to one CPU is never what was meant.
+  expect_error("[pipeline]\nname = \"demo\"\ncpu = 0\n[nodes.a]\nlisten = \"h:1\"\n", 3, 1,
+               "unknown key \"cpu\" in [pipeline]");
+}
+
+}  // namespace
+}  // namespace hoprelay::config
