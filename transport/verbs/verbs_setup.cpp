@@ -206,6 +206,7 @@ VerbsTransport::VerbsTransport(EventLoop& loop, LinkEvents& events, Identity ide
 
 VerbsTransport::~VerbsTransport() {
   if (busy_poll()) loop_.set_poller(nullptr);
+  if (pd_) loop_.remove(pd_->context->async_fd);
   inbound_.clear();
   graveyard_.clear();
   stop_listening();
@@ -225,6 +226,11 @@ ibv_pd* VerbsTransport::pd_for(ibv_context* device) {
     return pd_.get();
   }
   pd_.reset(check_ptr(ibv_alloc_pd(device), "ibv_alloc_pd"));
+  // The device's asynchronous events (port down and up, fatal errors): logged, so that a
+  // link failure can be read against what the port did.
+  set_nonblocking(device->async_fd);
+  async_events_.t = this;
+  loop_.add(device->async_fd, EPOLLIN, &async_events_);
   comp_channel_.reset(check_ptr(ibv_create_comp_channel(device), "ibv_create_comp_channel"));
   set_nonblocking(comp_channel_->fd);
   loop_.add(comp_channel_->fd, EPOLLIN, &cq_events_);
@@ -321,6 +327,8 @@ std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
 }
 
 void VerbsTransport::bury(std::unique_ptr<Connection> connection) {
+  // Its events (a late DISCONNECTED) must not reach the link, which may be connected anew.
+  if (connection->id) connection->id->context = nullptr;
   graveyard_.push_back(std::move(connection));
   if (burial_scheduled_) return;
   burial_scheduled_ = true;
@@ -352,6 +360,10 @@ void VerbsTransport::on_cm_events() {
       std::memcpy(pdata.data(), ev->param.conn.private_data, plen);
     }
     rdma_ack_cm_event(ev);
+    log().debug("cm event {} (status {}) for {}", event_name(type), status,
+                type == RDMA_CM_EVENT_CONNECT_REQUEST ? "the listener"
+                : id->context                         ? "a link"
+                                                      : "no link");
     std::span<const std::byte> private_data(pdata.data(), plen);
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
       on_connect_request(id, private_data);
@@ -401,6 +413,27 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
   } catch (const TransportError& e) {
     log().error("cannot accept {} from {}: {}", peer.name, peer.address, e.what());
     raw->fail(e.what());
+  }
+}
+
+void VerbsTransport::on_async_events() {
+  ibv_async_event ev;
+  while (ibv_get_async_event(pd_->context, &ev) == 0) {
+    ibv_event_type type = ev.event_type;
+    int port =
+        type == IBV_EVENT_PORT_ACTIVE || type == IBV_EVENT_PORT_ERR ? ev.element.port_num : 0;
+    ibv_ack_async_event(&ev);
+    if (type == IBV_EVENT_PORT_ERR) {
+      log().warn("RDMA device {} port {}: down ({})", ibv_get_device_name(pd_->context->device),
+                 port, ibv_event_type_str(type));
+    } else if (type == IBV_EVENT_PORT_ACTIVE) {
+      log().info("RDMA device {} port {}: active again", ibv_get_device_name(pd_->context->device),
+                 port);
+    } else {
+      // QP and CQ events: the completions of the link concerned say the same.
+      log().debug("RDMA device {}: {}", ibv_get_device_name(pd_->context->device),
+                  ibv_event_type_str(type));
+    }
   }
 }
 

@@ -239,9 +239,14 @@ class VerbsTransport final : public Transport {
     VerbsTransport* t;
     void on_io(uint32_t) override { t->on_cq_events(); }
   };
+  struct AsyncEvents final : EventLoop::Handler {
+    VerbsTransport* t;
+    void on_io(uint32_t) override { t->on_async_events(); }
+  };
 
   void on_cm_events();
   void on_cq_events();
+  void on_async_events();
   void on_connect_request(rdma_cm_id* id, std::span<const std::byte> private_data);
   bool poll_all();
 
@@ -257,6 +262,7 @@ class VerbsTransport final : public Transport {
   CmId listen_id_;
   CmEvents cm_events_{};
   CqEvents cq_events_{};
+  AsyncEvents async_events_{};
   std::vector<std::unique_ptr<Connection>> graveyard_;
   bool burial_scheduled_ = false;
   std::vector<CqHandler*> cq_handlers_;  // busy polling walks these
