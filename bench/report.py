@@ -7,7 +7,8 @@ Records, one per line (sizes in bytes):
   tput  SYSTEM SIZE COUNT SECONDS CPU_S OTHERS
                                             throughput run; CPU of every process involved, and
                                             the share of the CPUs other processes used meanwhile
-  lat   SYSTEM SIZE RATE COUNT FILE         latency run; FILE is a histogram (latency_hist.h)
+  lat   SYSTEM SIZE RATE COUNT FILE         latency run; FILE is a histogram (latency_hist.h),
+                                            relative to the directory of RESULTS.tsv
   rss   SYSTEM SIZE NODE KIB                peak RSS (VmHWM) of a daemon, or of zmq_chain
   slots SYSTEM SIZE SLOTS SLOT_SIZE         the topology's slot geometry at that size
 
@@ -17,6 +18,7 @@ performance.
 import argparse
 import json
 import math
+import os
 import sys
 
 TPUT = ["hop1", "chain", "fanout", "zmq", "tcp"]
@@ -91,7 +93,8 @@ def load(results):
                     "cpu_s_per_gb": round(cpu / (count * size / 1e9), 4),
                     "others_cpu_share": round(float(rec[6]), 3)})
         elif kind == "lat":
-            rate, expected, path = float(rec[3]), int(rec[4]), rec[5]
+            rate, expected = float(rec[3]), int(rec[4])
+            path = os.path.join(os.path.dirname(os.path.abspath(results)), rec[5])
             lat = {"offered_msgs_per_s": rate, "sent": expected}
             try:
                 count, invalid, buckets = read_histogram(path)
@@ -231,8 +234,8 @@ def max_over_slots(data):
 def svg_plot(data, meta, path):
     """Two log-log panels: throughput (Gb/s) and latency (p50 solid, p99 dotted) against size."""
     sizes = sorted(data)
-    W, L, R, PH, T, GAP = 960, 80, 330, 300, 50, 90
-    H = T + 2 * PH + GAP + 50
+    W, L, R, PH, T, GAP = 960, 80, 330, 300, 70, 90
+    H = T + 2 * PH + GAP + 75
     pw = W - L - R
     lx = [math.log2(s) for s in sizes]
     x0, x1 = min(lx) - 0.5, max(lx) + 0.5
@@ -251,6 +254,10 @@ def svg_plot(data, meta, path):
         if r is not None:
             sub.append(f"{num}/{den} at {human(size)}: {r:.2f}x (target {want})")
     out.append(f'<text x="{L}" y="38" font-size="11" fill="#444">{"; ".join(sub)}</text>')
+    others = sorted(data[s][sy]["others_cpu_share"] for s in sizes for sy in TPUT)
+    out.append(f'<text x="{L}" y="54" font-size="11" fill="#444">{meta.get("cores", "?")} cores, '
+               f'one run; other processes used {100 * others[len(others) // 2]:.0f} % of the CPUs '
+               f'during the median throughput run, {100 * others[-1]:.0f} % at most</text>')
 
     def panel(top, title, unit, series, marks=()):
         """series: list of (label, color, dash, [(size, value)]); marks: (color, size, value),

@@ -20,7 +20,7 @@
 # Prints a progress line per step to stderr, then the tables (bench/report.py) to stdout, and
 # writes BUILD_DIR/bench/out/results.json and bench.svg. Throughput counts are sized from pilot
 # runs to take about TARGET_SECONDS (default 5), latency runs about LAT_SECONDS (default 3,
-# at least 50 messages): about 5 minutes in all on 2 cores. SIZES (default "64 4096 65536
+# at least 50 messages): about 3.5 minutes in all on 2 cores. SIZES (default "64 4096 65536
 # 1048576 16777216", each from 24 to 16777216) overrides the sizes. Each size gets its own
 # daemons: slot_size = max(64 KiB, size) and slots = 64 MiB / slot_size, between 4 and 64.
 # --smoke: the smallest and the largest size (64 B, 16 MiB), small fixed counts, and only a
@@ -106,7 +106,7 @@ wait_up() { # LOG PEER...: until the node's log says it listens and its links to
   local log=$1 i p ok
   shift
   for ((i = 0; i < 200; i++)); do
-    if grep -q "listening on" "$log"; then
+    if grep -qs "listening on" "$log"; then
       ok=1
       for p in "$@"; do grep -q "outbound link up: $p " "$log" || ok=0; done
       ((ok)) && return 0
@@ -344,7 +344,7 @@ latency() {
       --rate "$rate" --stamp --origin "$origin" --connect-timeout 10 --log-level error \
       >"$work/send-lat.out"
   fi
-  echo "lat $system $size $rate $count $file" >>"$results"
+  echo "lat $system $size $rate $count ${file#"$out"/}" >>"$results"
   done_line "$count msgs"
 }
 
