@@ -132,8 +132,10 @@ NodeMetrics::~NodeMetrics() = default;
 PeerMetrics NodeMetrics::inbound(const std::string& peer, bool verbs) {
   PeerMetrics m;
   for (size_t op = verbs ? 1 : 0; op < (verbs ? 3u : 1u); ++op) {
-    m.messages[op] = &rx_messages_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}});
-    m.bytes[op] = &rx_bytes_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}});
+    m.messages[op] =
+        hot_.wrap(rx_messages_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}}));
+    m.bytes[op] =
+        hot_.wrap(rx_bytes_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}}));
   }
   m.up = &link_up_->Add({{"peer", peer}, {"direction", "in"}});
   return m;
@@ -141,8 +143,8 @@ PeerMetrics NodeMetrics::inbound(const std::string& peer, bool verbs) {
 
 PeerMetrics NodeMetrics::outbound(const std::string& peer, const std::string& opcode) {
   PeerMetrics m;
-  m.messages[0] = &tx_messages_->Add({{"peer", peer}, {"opcode", opcode}});
-  m.bytes[0] = &tx_bytes_->Add({{"peer", peer}, {"opcode", opcode}});
+  m.messages[0] = hot_.wrap(tx_messages_->Add({{"peer", peer}, {"opcode", opcode}}));
+  m.bytes[0] = hot_.wrap(tx_bytes_->Add({{"peer", peer}, {"opcode", opcode}}));
   m.up = &link_up_->Add({{"peer", peer}, {"direction", "out"}});
   return m;
 }

@@ -83,14 +83,16 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   metrics_ =
       std::make_unique<NodeMetrics>(spec_->name, std::string(transport_->name()), spec_->metrics);
   std::string stage_name(stage_.name());
-  stage_forward_ = &metrics_->stage_verdict(stage_name, "forward");
-  stage_drop_ = &metrics_->stage_verdict(stage_name, "drop");
-  stage_error_ = &metrics_->stage_verdict(stage_name, "error");
-  dropped_by_stage_ = &metrics_->dropped("stage_drop");
-  dropped_stage_error_ = &metrics_->dropped("stage_error");
-  dropped_too_large_ = &metrics_->dropped("too_large_for_peer");
-  dropped_duplicate_ = &metrics_->dropped("duplicate");
-  dropped_peer_down_ = &metrics_->dropped("peer_down");
+  stage_forward_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "forward"));
+  stage_drop_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "drop"));
+  stage_error_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "error"));
+  dropped_by_stage_ = metrics_->hot().wrap(metrics_->dropped("stage_drop"));
+  dropped_stage_error_ = metrics_->hot().wrap(metrics_->dropped("stage_error"));
+  dropped_too_large_ = metrics_->hot().wrap(metrics_->dropped("too_large_for_peer"));
+  dropped_duplicate_ = metrics_->hot().wrap(metrics_->dropped("duplicate"));
+  dropped_peer_down_ = metrics_->hot().wrap(metrics_->dropped("peer_down"));
+  // The data path's counter sums reach prometheus at the end of the loop iteration.
+  metrics_->hot().on_first_add([this] { loop_.defer([this] { metrics_->hot().flush(); }); });
   slots_in_use_ = &metrics_->slots_in_use();
   stage_seconds_ = &metrics_->stage_seconds(stage_name);
   residence_seconds_ = &metrics_->residence_seconds();
@@ -137,6 +139,8 @@ Node::~Node() {
   for (auto& d : downstream_) d->link.reset();
   for (auto& d : downstream_) cancel_peer_down(*d);
   transport_.reset();
+  metrics_->hot().on_first_add(nullptr);
+  metrics_->hot().flush();
 }
 
 void Node::start() {
@@ -200,16 +204,17 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
     if (in.link == &link) {
       auto op = static_cast<size_t>(slot.opcode);
       if (in.metrics.messages[op]) {
-        in.metrics.messages[op]->Increment();
-        in.metrics.bytes[op]->Increment(slot.length);
+        in.metrics.messages[op].add();
+        in.metrics.bytes[op].add(slot.length);
       }
       break;
     }
   }
-  slot.arrived_ns = now_ns();
+  // The loop's clock (read once per iteration), not one clock read per message.
+  slot.arrived_ns = loop_.now_ns();
   if (!dedup_.first_time(slot.origin, slot.seq)) {
     // Already taken (a replay after a link or peer failure): acknowledge, do not deliver.
-    dropped_duplicate_->Increment();
+    dropped_duplicate_.add();
     return consume(link, slot);
   }
   const uint32_t capacity = spec_->slot_size;
@@ -219,20 +224,24 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    slot.origin,
                    slot.flags,
                    slot.seq};
+  // The stage's time is measured on one message in kStageSample: two clock reads per message
+  // cost more than most stages (a histogram wants a sample, not every message).
+  const bool timed = (++stage_calls_ & (kStageSample - 1)) == 0;
+  const uint64_t started = timed ? now_ns() : 0;
   hoprelay_verdict verdict = stage_.process(msg);
-  stage_seconds_->observe_ns(now_ns() - slot.arrived_ns);
+  if (timed) stage_seconds_->observe_ns(now_ns() - started);
   if (verdict == HOPRELAY_FORWARD && msg.length > capacity) verdict = HOPRELAY_ERROR;
   switch (verdict) {
     case HOPRELAY_FORWARD:
-      stage_forward_->Increment();
+      stage_forward_.add();
       break;
     case HOPRELAY_DROP:
-      stage_drop_->Increment();
-      dropped_by_stage_->Increment();
+      stage_drop_.add();
+      dropped_by_stage_.add();
       return consume(link, slot);
     default:
-      stage_error_->Increment();
-      dropped_stage_error_->Increment();
+      stage_error_.add();
+      dropped_stage_error_.add();
       return consume(link, slot);
   }
   if (active_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
@@ -277,7 +286,7 @@ void Node::pump(Downstream& d) {
       // slots at least as large): it could never be delivered there, and posting it would
       // make the peer close the link and the replay loop forever. Counted and dropped.
       d.waiting.pop_front();
-      dropped_too_large_->Increment();
+      dropped_too_large_.add();
       if (!d.warned_too_large) {
         d.warned_too_large = true;
         log().error(
@@ -296,13 +305,13 @@ void Node::pump(Downstream& d) {
 
 void Node::release(transport::Slot& slot) {
   --held_;
-  residence_seconds_->observe_ns(now_ns() - slot.arrived_ns);
+  residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
   slot.link->release(slot);
   if (draining_) check_drained();
 }
 
 void Node::consume(transport::InboundLink& link, transport::Slot& slot) {
-  residence_seconds_->observe_ns(now_ns() - slot.arrived_ns);
+  residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
   link.release(slot);
 }
 
@@ -316,8 +325,8 @@ Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
 void Node::on_acked(transport::OutboundLink& link, void* cookie) {
   auto* slot = static_cast<transport::Slot*>(cookie);
   Downstream& d = downstream_of(link);
-  d.metrics.messages[0]->Increment();
-  d.metrics.bytes[0]->Increment(slot->length);
+  d.metrics.messages[0].add();
+  d.metrics.bytes[0].add(slot->length);
   if (--slot->refs == 0) release(*slot);
   if (d.retiring) retire_if_done(d);
 }
@@ -422,7 +431,7 @@ void Node::drop_waiting(Downstream& d) {
     if (--s->refs == 0) release(*s);
   }
   if (dropped == 0) return;
-  dropped_peer_down_->Increment(static_cast<double>(dropped));
+  dropped_peer_down_.add(dropped);
   d.dropped_while_down += dropped;
   if (d.retiring) retire_if_done(d);
 }
@@ -520,9 +529,9 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (new_stage) {
     stage_ = std::move(*new_stage);  // between two messages: the loop is single-threaded
     std::string stage_name(stage_.name());
-    stage_forward_ = &metrics_->stage_verdict(stage_name, "forward");
-    stage_drop_ = &metrics_->stage_verdict(stage_name, "drop");
-    stage_error_ = &metrics_->stage_verdict(stage_name, "error");
+    stage_forward_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "forward"));
+    stage_drop_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "drop"));
+    stage_error_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "error"));
     stage_seconds_ = &metrics_->stage_seconds(stage_name);
   }
   for (auto& d : downstream_) {

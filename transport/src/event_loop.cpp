@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <system_error>
 
 namespace hoprelay::transport {
@@ -73,7 +74,14 @@ void EventLoop::run_deferred() {
   }
 }
 
+void EventLoop::update_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  now_ns_ = uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
 void EventLoop::run_once(std::chrono::milliseconds timeout) {
+  update_now();
   // Busy polling: the completion queues are not armed, so nothing would wake epoll for them;
   // it only looks at the other fds (cm events, signals) without waiting.
   if (poller_) poller_();
@@ -89,6 +97,7 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
   int n = epoll_wait(epfd_, events, 64, wait_ms);
   if (n < 0 && errno != EINTR)
     throw std::system_error(errno, std::generic_category(), "epoll_wait");
+  if (n > 0) update_now();
   for (int i = 0; i < n; ++i) static_cast<Handler*>(events[i].data.ptr)->on_io(events[i].events);
   run_deferred();
   run_timers();

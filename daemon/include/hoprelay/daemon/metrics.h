@@ -2,7 +2,8 @@
 // stage names from the topology, fixed reason strings; never per-message values.
 //
 // Every child metric the data path touches is looked up once, when its link comes up, and
-// kept as a pointer: the per-message cost is an atomic add, never a map lookup or a lock.
+// kept as a handle: the per-message cost is an integer add (hot_counters.h), never a map
+// lookup, a lock or an atomic read-modify-write.
 #pragma once
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/hot_counters.h"
 #include "hoprelay/daemon/latency.h"
 
 namespace prometheus {
@@ -27,8 +29,8 @@ namespace hoprelay::daemon {
 
 struct PeerMetrics {
   // By transport::Opcode (tcp, send, write); only the ones the link can see exist.
-  std::array<prometheus::Counter*, 3> messages{};
-  std::array<prometheus::Counter*, 3> bytes{};
+  std::array<HotCounters::Ref, 3> messages{};
+  std::array<HotCounters::Ref, 3> bytes{};
   prometheus::Gauge* up = nullptr;
 };
 
@@ -56,6 +58,8 @@ class NodeMetrics {
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
   LatencyHistogram& stage_seconds(const std::string& stage);
   LatencyHistogram& residence_seconds();
+  // The data path's counters (PeerMetrics, and what the node wraps itself).
+  HotCounters& hot() { return hot_; }
   // A reload attempt's outcome, and the hash of the topology now in force.
   void config_loaded(bool ok, uint64_t hash);
 
@@ -86,6 +90,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* config_info_;
   prometheus::Gauge* config_hash_ = nullptr;
   uint64_t loads_ = 0;
+  HotCounters hot_;
 };
 
 }  // namespace hoprelay::daemon

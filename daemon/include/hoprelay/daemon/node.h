@@ -135,14 +135,16 @@ class Node final : public transport::LinkEvents {
   std::function<void()> downstream_ready_;
   transport::EventLoop::TimerId drain_timer_ = 0;
   // Hot-path counters, resolved once.
-  prometheus::Counter* stage_forward_;
-  prometheus::Counter* stage_drop_;
-  prometheus::Counter* stage_error_;
-  prometheus::Counter* dropped_by_stage_;
-  prometheus::Counter* dropped_stage_error_;
-  prometheus::Counter* dropped_too_large_;
-  prometheus::Counter* dropped_duplicate_;
-  prometheus::Counter* dropped_peer_down_;
+  static constexpr uint64_t kStageSample = 16;  // a power of two
+  uint64_t stage_calls_ = 0;
+  HotCounters::Ref stage_forward_;
+  HotCounters::Ref stage_drop_;
+  HotCounters::Ref stage_error_;
+  HotCounters::Ref dropped_by_stage_;
+  HotCounters::Ref dropped_stage_error_;
+  HotCounters::Ref dropped_too_large_;
+  HotCounters::Ref dropped_duplicate_;
+  HotCounters::Ref dropped_peer_down_;
   prometheus::Gauge* slots_in_use_;
   LatencyHistogram* stage_seconds_;
   LatencyHistogram* residence_seconds_;

@@ -49,10 +49,14 @@ class EventLoop {
   void run_once(std::chrono::milliseconds timeout);
   void stop() { stopped_ = true; }
   bool stopped() const { return stopped_; }
+  // Monotonic nanoseconds, read once when the iteration started and again when epoll
+  // returned: what the data path stamps messages with, instead of a clock read per message.
+  uint64_t now_ns() const { return now_ns_; }
 
  private:
   void run_timers();
   void run_deferred();
+  void update_now();
 
   int epfd_ = -1;
   bool stopped_ = false;
@@ -62,6 +66,7 @@ class EventLoop {
   std::vector<std::function<void()>> deferred_;
   std::vector<std::function<void()>> running_deferred_;
   std::function<bool()> poller_;
+  uint64_t now_ns_ = 0;
 };
 
 }  // namespace hoprelay::transport
