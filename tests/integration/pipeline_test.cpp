@@ -389,8 +389,8 @@ namespace {
 // may not use is a configuration error that names what to change.
 TEST(Pipeline, CpuPinsTheEventLoopThread) {
   TempDir dir;
-  Pipeline p(dir, {{"a", {"b"}, "{ plugin = \"passthrough\" }", "cpu = 0"},
-                   {"b", {}, sink(dir, "b")}});
+  Pipeline p(dir,
+             {{"a", {"b"}, "{ plugin = \"passthrough\" }", "cpu = 0"}, {"b", {}, sink(dir, "b")}});
   p.start_all();
   std::string status = read_file("/proc/" + std::to_string(p.proc("a").pid()) + "/status");
   EXPECT_NE(status.find("Cpus_allowed_list:\t0\n"), std::string::npos) << status;

@@ -1058,10 +1058,9 @@ namespace hoprelay::config {
 namespace {
 
 TEST(Topology, CpuPinsOneNodeAndIsCheckedWhereWritten) {
-  Topology t =
-      parse_topology(with_pipeline("[nodes.a]\nlisten = \"10.0.0.1:7000\"\ncpu = 1\n"
-                                   "[nodes.b]\nlisten = \"10.0.0.1:7001\"\n"),
-                     "t.toml");
+  Topology t = parse_topology(with_pipeline("[nodes.a]\nlisten = \"10.0.0.1:7000\"\ncpu = 1\n"
+                                            "[nodes.b]\nlisten = \"10.0.0.1:7001\"\n"),
+                              "t.toml");
   EXPECT_EQ(t.find("a")->cpu, 1u);
   EXPECT_FALSE(t.find("b")->cpu.has_value());
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = -1\n"), 5, 7,
