@@ -181,6 +181,25 @@ T
     "$WORK/faults-c.json" "$n"
 }
 
+# pair_topology NAME PORT_A PORT_B METRICS_B: a -> b over verbs, b a verify-sink reporting to
+# $WORK/NAME-b.json.
+pair_topology() {
+  cat <<T
+[pipeline]
+name = "$1"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 16
+[nodes.a]
+listen = "$RXE_IP:$2"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$3"
+metrics = "127.0.0.1:$4"
+stage = { plugin = "verify-sink", report = "$WORK/$1-b.json" }
+T
+}
+
 # Pre-shared key admission over verbs: the challenge in the rdma_cm accept, AUTH and WELCOME over
 # the QP. A chain with the key delivers; a daemon for the declared node `a` with another key is
 # refused (and counted) without ever getting the ring's address.
@@ -189,24 +208,8 @@ auth() {
   head -c 32 /dev/urandom >"$WORK/auth.key"
   head -c 32 /dev/urandom >"$WORK/other.key"
   chmod 600 "$WORK/auth.key" "$WORK/other.key"
-  local body
-  body=$(cat <<T
-[pipeline]
-name = "auth"
-transport = "verbs"
-slot_size = "4KiB"
-slots = 16
-[nodes.a]
-listen = "$RXE_IP:PORT_A"
-downstream = ["b"]
-[nodes.b]
-listen = "$RXE_IP:$pb"
-metrics = "127.0.0.1:$mb"
-stage = { plugin = "verify-sink", report = "$WORK/auth-b.json" }
-T
-)
-  { echo "auth_key_file = \"auth.key\""; echo "${body//PORT_A/$pa}"; } >"$t"
-  { echo "auth_key_file = \"other.key\""; echo "${body//PORT_A/$px}"; } >"$other"
+  { echo "auth_key_file = \"auth.key\""; pair_topology auth "$pa" "$pb" "$mb"; } >"$t"
+  { echo "auth_key_file = \"other.key\""; pair_topology auth "$px" "$pb" "$mb"; } >"$other"
   start "$t" b
   start "$t" a
   wait_metrics "$mb" || { fail "auth: b did not start"; stop_all; return; }
@@ -330,20 +333,7 @@ T
 
 undeclared() {
   local t="$WORK/admit.toml" rogue="$WORK/rogue.toml" pa=7131 pb=7132 mb=7133 px=7134
-  cat >"$t" <<T
-[pipeline]
-name = "admit"
-transport = "verbs"
-slot_size = "4KiB"
-slots = 16
-[nodes.a]
-listen = "$RXE_IP:$pa"
-downstream = ["b"]
-[nodes.b]
-listen = "$RXE_IP:$pb"
-metrics = "127.0.0.1:$mb"
-stage = { plugin = "verify-sink", report = "$WORK/admit-b.json" }
-T
+  pair_topology admit "$pa" "$pb" "$mb" >"$t"
   cat >"$rogue" <<T
 [pipeline]
 name = "rogue"
