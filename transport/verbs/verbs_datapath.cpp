@@ -4,6 +4,8 @@
 // message; errors are status codes that fail the link (its peer reconnects and replays).
 #include <arpa/inet.h>
 
+#include <algorithm>
+
 #include "verbs_transport.h"
 
 namespace hoprelay::transport::verbs {
@@ -209,10 +211,11 @@ bool VerbsOutbound::post(const OutFrame& f) {
   encode_header(h, hdr);
   // Zero copy: the header from our registered header array, the payload straight from the
   // slot (or producer buffer) it sits in.
-  ibv_sge sge[2] = {
-      {reinterpret_cast<uint64_t>(hdr), kFrameHeaderSize, conn_->region_a->lkey()},
-      {reinterpret_cast<uint64_t>(f.payload), f.length, f.memory ? f.memory->lkey() : 0}};
-  ibv_send_wr wr{};
+  ibv_sge* sge = sges_[idx].data();
+  sge[0] = {reinterpret_cast<uint64_t>(hdr), kFrameHeaderSize, conn_->region_a->lkey()};
+  sge[1] = {reinterpret_cast<uint64_t>(f.payload), f.length, f.memory ? f.memory->lkey() : 0};
+  ibv_send_wr& wr = wrs_[idx];
+  wr = ibv_send_wr{};
   wr.sg_list = sge;
   wr.num_sge = f.length ? 2 : 1;
   if (params_.write) {
@@ -231,19 +234,54 @@ bool VerbsOutbound::post(const OutFrame& f) {
     wr.wr_id = make_wr_id(kSendData, unsignaled_);
     unsignaled_ = 0;
   }
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(conn_->id->qp, &wr, &bad); rc != 0) {
-    // Fail the link outside the node's pump loop; the frame was never queued.
-    std::string reason = std::string("ibv_post_send: ") + std::strerror(rc);
-    transport_.loop().defer([this, reason] {
-      if (state_ == State::kUp) drop(reason, true);
-    });
-    return false;
+  // Doorbell batching: chained to the frames posted before it in this loop iteration and
+  // handed to the device in one ibv_post_send at the end of the iteration (flush_posts). A
+  // post is a doorbell; on rxe it is a system call.
+  if (batch_len_ == 0) {
+    batch_first_ = idx;
+  } else {
+    wrs_[batch_last_].next = &wr;
+  }
+  batch_last_ = idx;
+  ++batch_len_;
+  if (!flush_scheduled_) {
+    flush_scheduled_ = true;
+    transport_.flush_later(this);
   }
   cookies_[idx] = f.cookie;
   ++sq_outstanding_;
   ++tail_;
   return true;
+}
+
+void VerbsTransport::flush_later(VerbsOutbound* link) {
+  to_flush_.push_back(link);
+  if (to_flush_.size() > 1) return;
+  loop_.defer([this] {
+    flushing_.swap(to_flush_);
+    for (VerbsOutbound* l : flushing_) {
+      if (l) l->flush_posts();
+    }
+    flushing_.clear();
+  });
+}
+
+void VerbsTransport::forget_flush(VerbsOutbound* link) {
+  std::erase(to_flush_, link);
+  std::replace(flushing_.begin(), flushing_.end(), link, static_cast<VerbsOutbound*>(nullptr));
+}
+
+void VerbsOutbound::flush_posts() {
+  flush_scheduled_ = false;
+  if (batch_len_ == 0) return;
+  batch_len_ = 0;
+  if (state_ != State::kUp) return;  // dropped meanwhile: the frames came back to the node
+  wrs_[batch_last_].next = nullptr;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(conn_->id->qp, &wrs_[batch_first_], &bad); rc != 0) {
+    // The frames are unacknowledged: the drop hands them back for replay.
+    drop(std::string("ibv_post_send: ") + std::strerror(rc), true);
+  }
 }
 
 bool VerbsOutbound::poll_cq() {

@@ -201,6 +201,8 @@ VerbsTransport::VerbsTransport(EventLoop& loop, LinkEvents& events, Identity ide
   cm_events_.t = this;
   cq_events_.t = this;
   loop_.add(cm_channel_->fd, EPOLLIN, &cm_events_);
+  to_flush_.reserve(64);
+  flushing_.reserve(64);
   if (busy_poll()) loop_.set_poller([this] { return poll_all(); });
 }
 
@@ -635,6 +637,7 @@ VerbsOutbound::VerbsOutbound(VerbsTransport& transport, ConnectParams params)
 }
 
 VerbsOutbound::~VerbsOutbound() {
+  transport_.forget_flush(this);
   if (timer_) transport_.loop().cancel(timer_);
   if (probe_timer_) transport_.loop().cancel(probe_timer_);
   if (conn_) transport_.forget(this);
@@ -788,6 +791,9 @@ void VerbsOutbound::link_up() {
   }
   cap_ = std::min(cap_, peer_.slots);
   cookies_.assign(cap_, nullptr);
+  wrs_.assign(cap_, ibv_send_wr{});
+  sges_.assign(cap_, {});
+  batch_len_ = 0;
   acked_ = tail_ = 0;
   sq_outstanding_ = 0;
   unsignaled_ = 0;
@@ -864,9 +870,11 @@ void VerbsOutbound::drop(std::string_view reason, bool retry) {
     if (connected) rdma_disconnect(conn_->id.get());
     transport_.bury(std::move(conn_));
   }
-  // Everything not acknowledged goes back to the node, newest first.
+  // Everything not acknowledged goes back to the node, newest first (the batch not yet handed
+  // to the device included).
   uint64_t first = acked_, last = tail_;
   acked_ = tail_ = 0;
+  batch_len_ = 0;
   for (uint64_t i = last; i-- > first;) {
     transport_.events().on_returned(*this, cookies_[i % cookies_.size()]);
   }

@@ -173,6 +173,8 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   void schedule_probe();
   void probe();
   void on_control_frame(const ibv_wc& wc);
+  friend class VerbsTransport;
+  void flush_posts();
 
   VerbsTransport& transport_;
   ConnectParams params_;
@@ -195,6 +197,14 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   uint32_t unsignaled_ = 0;
   // Posted frames [acked_, tail_), their cookies by position.
   std::vector<void*> cookies_;
+  // Their work requests, by the same position; the ones posted in this loop iteration are a
+  // chain from batch_first_ to batch_last_, not yet handed to the device (flush_posts).
+  std::vector<ibv_send_wr> wrs_;
+  std::vector<std::array<ibv_sge, 2>> sges_;
+  uint32_t batch_first_ = 0;
+  uint32_t batch_last_ = 0;
+  uint32_t batch_len_ = 0;
+  bool flush_scheduled_ = false;
   uint64_t acked_ = 0;
   uint64_t tail_ = 0;
 };
@@ -229,6 +239,9 @@ class VerbsTransport final : public Transport {
   // Frees a failed outbound connection after the current loop iteration (we may be inside its
   // own completion or cm event), and at the latest when the transport goes.
   void bury(std::unique_ptr<Connection> connection);
+  // Doorbell batching: `link` posts its chained work requests at the end of this iteration.
+  void flush_later(VerbsOutbound* link);
+  void forget_flush(VerbsOutbound* link);
 
  private:
   struct CmEvents final : EventLoop::Handler {
@@ -264,6 +277,8 @@ class VerbsTransport final : public Transport {
   CqEvents cq_events_{};
   AsyncEvents async_events_{};
   std::vector<std::unique_ptr<Connection>> graveyard_;
+  std::vector<VerbsOutbound*> to_flush_;  // reserved: no allocation per iteration
+  std::vector<VerbsOutbound*> flushing_;
   bool burial_scheduled_ = false;
   std::vector<CqHandler*> cq_handlers_;  // busy polling walks these
   std::vector<std::unique_ptr<VerbsInbound>> inbound_;
