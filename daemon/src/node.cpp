@@ -28,7 +28,7 @@ std::string_view host_of(std::string_view address) {
 // transports bind outgoing connections to it). A wildcard listen address says nothing about
 // where the node sends from, so it matches anything. Control path: may resolve a name.
 bool from_declared_host(const config::Endpoint& declared, std::string_view peer_host) {
-  if (declared.host == "0.0.0.0" || declared.host == "::") return true;
+  if (declared.is_wildcard()) return true;
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;

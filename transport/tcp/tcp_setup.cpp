@@ -342,7 +342,7 @@ void TcpOutbound::start() {
   // A node sends from the address it listens on: that is the address its peers expect it to
   // come from (admission checks the source address against the topology).
   const config::Endpoint& own = transport_.listen_params().address;
-  if (!own.host.empty() && own.host != "0.0.0.0" && own.host != "::") {
+  if (!own.host.empty() && !own.is_wildcard()) {
     sockaddr_storage src{};
     socklen_t src_len = 0;
     config::Endpoint any_port{own.host, 0};

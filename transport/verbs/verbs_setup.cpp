@@ -669,8 +669,8 @@ void VerbsOutbound::start() {
   sockaddr_storage src{};
   sockaddr* from = nullptr;
   const config::Endpoint& own = transport_.listen_params().address;
-  if (!own.host.empty() && own.host != "0.0.0.0" && own.host != "::" &&
-      to_sockaddr({own.host, 0}, src) && src.ss_family == sa.ss_family) {
+  if (!own.host.empty() && !own.is_wildcard() && to_sockaddr({own.host, 0}, src) &&
+      src.ss_family == sa.ss_family) {
     from = reinterpret_cast<sockaddr*>(&src);
   }
   if (rdma_resolve_addr(raw, from, reinterpret_cast<sockaddr*>(&sa), kResolveTimeoutMs) != 0) {

@@ -42,6 +42,8 @@ struct Endpoint {
   std::string host;
   uint16_t port = 0;
   std::string to_string() const;
+  // "0.0.0.0" or "::": every address of the host, so not one a peer can expect it to send from.
+  bool is_wildcard() const { return host == "0.0.0.0" || host == "::"; }
 };
 
 enum class TransportKind { kAuto, kVerbs, kTcp };
