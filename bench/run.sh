@@ -22,8 +22,8 @@
 # runs to take about TARGET_SECONDS (default 5), latency runs about LAT_SECONDS (default 3,
 # at least 50 messages): about 3.5 minutes in all on 2 cores. SIZES (default "64 4096 65536
 # 1048576 16777216", each from 24 to 16777216) overrides the sizes. Each size gets its own
-# daemons: slot_size = max(256 B, size), slots = 4 MiB / slot_size between 64 and 4096, at
-# most 64 MiB / slot_size (at least 4).
+# daemons: slot_size = size between 256 B and 256 KiB (larger messages go as chunks), slots =
+# 4 MiB / slot_size between 64 and 4096, and at least one whole message.
 # --smoke: the smallest and the largest size (64 B, 16 MiB), small fixed counts, and only a
 # check that every measurement produced a number (it asserts nothing about performance);
 # writes to BUILD_DIR/bench/out-smoke/.
@@ -117,20 +117,25 @@ wait_up() { # LOG PEER...: until the node's log says it listens and its links to
   return 1
 }
 
-# Per-size slot geometry, as an operator would size a pipeline for its messages: every message
-# fits one slot; about 4 MiB in flight per link, with at least 64 slots and at most the
-# protocol's 4096; one inbound link's slots within 64 MiB (at least 4). Slots are credits:
-# small messages need many (with 64 slots, 64-byte messages ran 7 times slower), while large
-# ones run better with few (64 KiB chain: 64 slots 12 Gb/s, 1024 slots 9.5 Gb/s: cache).
-slot_size_for() { echo $((($1 > 256) ? $1 : 256)); }
+# Per-size slot geometry, as an operator would size a pipeline for its messages: a message up
+# to 256 KiB fits one slot, a larger one travels as chunks of 256 KiB slots (cut-through:
+# relays forward each chunk as it arrives); about 4 MiB in flight per link, with at least 64
+# slots and at most the protocol's 4096, and always enough slots for one whole message (a
+# message must fit every ring: docs/topology.md). Slots are credits: small messages need many
+# (with 64 slots, 64-byte messages ran 7 times slower), while large ones run better with few
+# (64 KiB chain: 64 slots 12 Gb/s, 1024 slots 9.5 Gb/s: cache).
+chunk_max=$((256 << 10))
+slot_size_for() {
+  local s=$(($1 > 256 ? $1 : 256))
+  echo $((s > chunk_max ? chunk_max : s))
+}
 slots_for() {
-  local size n cap
+  local size n whole
   size=$(slot_size_for "$1")
   n=$(((4 << 20) / size))
   n=$((n < 64 ? 64 : (n > 4096 ? 4096 : n)))
-  cap=$(((64 << 20) / size))
-  n=$((n > cap ? cap : n))
-  echo $((n < 4 ? 4 : n))
+  whole=$((($1 + size - 1) / size))
+  echo $((n < whole ? whole : n))
 }
 
 # Origins: throughput runs count up from 1; latency runs from lat_origin_base, and only those

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       return kExitConfig;
     }
     std::cout << "ok: " << topology->nodes.size() << " nodes, " << topology->link_count()
-              << " links\n";
+              << " links, messages up to " << topology->max_message() << " bytes\n";
     return 0;
   }
   if (graph->parsed()) {
@@ -141,9 +141,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   uint64_t min_size = opts.file.empty() ? stages::kMinPatternSize : 1;
-  if (size < static_cast<int64_t>(min_size) || size > head->slot_size) {
-    std::cerr << "hoprelay send: --size must be between " << min_size << " and the head's "
-              << "slot_size (" << head->slot_size << ")\n";
+  const uint64_t max_size = std::min<uint64_t>(topology->max_message(), UINT32_MAX);
+  if (size < static_cast<int64_t>(min_size) || static_cast<uint64_t>(size) > max_size) {
+    std::cerr << "hoprelay send: --size must be between " << min_size << " and " << max_size
+              << ", the largest message pipeline " << topology->name
+              << " takes (its smallest slots times its smallest slot_size; larger messages "
+              << "need more slots or larger slots)\n";
     return 2;
   }
   opts.size = static_cast<uint32_t>(size);

@@ -85,7 +85,8 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
   if (!memory_) {
     // One buffer per credit the head grants: the producer can never have more in flight.
     uint32_t n = link.credits();
-    size_t stride = (options_.size + 63) & ~size_t{63};
+    chunk_size_ = std::min(options_.size, link.max_payload());
+    size_t stride = (chunk_size_ + 63) & ~size_t{63};
     memory_ = transport_->allocate(stride * n);
     buffers_.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
@@ -98,20 +99,43 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
 }
 
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
+  if (acked_ == total_) return;  // closed at the end, everything acknowledged
   log().warn("link to head down ({}); {} messages will be sent again", reason, resend_.size());
 }
 
-bool Producer::fill(Buffer& b) {
-  if (next_seq_ >= total_) return false;
-  b.seq = next_seq_++;
+void Producer::start_message() {
+  uint64_t seq = next_seq_++;
   if (!file_bytes_.empty()) {
-    size_t off = b.seq * options_.size;
-    b.length = static_cast<uint32_t>(std::min<size_t>(options_.size, file_bytes_.size() - off));
-    std::memcpy(b.data, file_bytes_.data() + off, b.length);
+    size_t off = seq * options_.size;
+    size_t len = std::min<size_t>(options_.size, file_bytes_.size() - off);
+    message_ = {file_bytes_.data() + off, len};
   } else {
-    b.length = options_.size;
-    stages::fill_pattern({b.data, b.length}, options_.origin, b.seq);
+    generated_.resize(options_.size);
+    stages::fill_pattern(generated_, options_.origin, seq);
+    message_ = generated_;
   }
+  message_offset_ = 0;
+  message_chunk_ = 0;
+  in_message_ = true;
+}
+
+bool Producer::fill(Buffer& b) {
+  if (!in_message_) {
+    if (next_seq_ >= total_) return false;
+    if (options_.size <= chunk_size_ && file_bytes_.empty()) {
+      // A whole message in one frame: generated straight into the buffer, no copy.
+      b = {b.data, options_.size, next_seq_, 0, 0};
+      stages::fill_pattern({b.data, b.length}, options_.origin, next_seq_++);
+      return true;
+    }
+    start_message();
+  }
+  uint32_t n = std::min(chunk_size_, static_cast<uint32_t>(message_.size() - message_offset_));
+  std::memcpy(b.data, message_.data() + message_offset_, n);
+  message_offset_ += n;
+  in_message_ = message_offset_ < message_.size();
+  b = {b.data, n, next_seq_ - 1, message_chunk_++,
+       in_message_ ? transport::kFlagMore : uint16_t{0}};
   return true;
 }
 
@@ -126,12 +150,11 @@ void Producer::pump() {
   if (!link_ || !link_->up()) return;
   auto now = std::chrono::steady_clock::now();
   while (link_->credits() > 0) {
-    if (options_.rate > 0) {
-      // Pacing: message n may leave at t0 + n / rate.
-      uint64_t sent = next_seq_ - resend_.size();
+    if (options_.rate > 0 && resend_.empty() && !in_message_) {
+      // Pacing: message n may leave at t0 + n / rate (its chunks go as credits allow).
       auto due = t0_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(double(sent) / options_.rate));
-      if (resend_.empty() && due > now) {
+                           std::chrono::duration<double>(double(next_seq_) / options_.rate));
+      if (due > now) {
         if (!pacing_) {
           pacing_ = true;
           auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
@@ -148,13 +171,14 @@ void Producer::pump() {
       b = resend_.front();
       resend_.pop_front();
     } else {
-      if (free_.empty() || next_seq_ >= total_) return;
+      if (free_.empty() || (!in_message_ && next_seq_ >= total_)) return;
       b = free_.back();
       free_.pop_back();
       fill(*b);
-      if (options_.stamp) stamp(*b);
+      if (options_.stamp && b->chunk == 0) stamp(*b);
     }
-    transport::OutFrame f{options_.origin, b->seq, 0, b->data, b->length, memory_.get(), b};
+    transport::OutFrame f{options_.origin, b->seq,        b->flags, b->data,
+                          b->length,       memory_.get(), b,        b->chunk};
     if (!link_->post(f)) {
       resend_.push_front(b);
       return;
@@ -164,7 +188,7 @@ void Producer::pump() {
 
 void Producer::on_acked(transport::OutboundLink&, void* cookie) {
   auto* b = static_cast<Buffer*>(cookie);
-  ++acked_;
+  if (!(b->flags & transport::kFlagMore)) ++acked_;  // a message's last frame
   bytes_acked_ += b->length;
   free_.push_back(b);
   if (acked_ == total_) {

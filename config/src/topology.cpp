@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -87,6 +88,15 @@ const NodeSpec* Topology::find(std::string_view node) const {
     if (n.name == node) return &n;
   }
   return nullptr;
+}
+
+uint64_t Topology::max_message() const {
+  uint64_t slots = 0, slot_size = 0;
+  for (const auto& n : nodes) {
+    slots = slots ? std::min<uint64_t>(slots, n.slots) : n.slots;
+    slot_size = slot_size ? std::min<uint64_t>(slot_size, n.slot_size) : n.slot_size;
+  }
+  return slots * slot_size;
 }
 
 size_t Topology::link_count() const {

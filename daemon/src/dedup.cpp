@@ -31,6 +31,13 @@ void DedupTable::evict_oldest() {
   windows_.erase(oldest);
 }
 
+bool DedupTable::seen(uint32_t origin, uint64_t seq) {
+  Window& w = window_for(origin, seq);
+  if (seq < w.base) return true;
+  if (seq >= w.base + kWindow) return false;
+  return (w.bits[(seq / 64) % kWords] >> (seq % 64)) & 1;
+}
+
 bool DedupTable::first_time(uint32_t origin, uint64_t seq) {
   Window& w = window_for(origin, seq);
   w.last_use = ++clock_;

@@ -6,6 +6,7 @@
 #include <prometheus/gauge.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <optional>
 
@@ -91,6 +92,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   dropped_too_large_ = metrics_->hot().wrap(metrics_->dropped("too_large_for_peer"));
   dropped_duplicate_ = metrics_->hot().wrap(metrics_->dropped("duplicate"));
   dropped_peer_down_ = metrics_->hot().wrap(metrics_->dropped("peer_down"));
+  dropped_incomplete_ = metrics_->hot().wrap(metrics_->dropped("incomplete"));
+  dropped_reassembly_full_ = metrics_->hot().wrap(metrics_->dropped("reassembly_full"));
   // The data path's counter sums reach prometheus at the end of the loop iteration.
   metrics_->hot().on_first_add([this] { loop_.defer([this] { metrics_->hot().flush(); }); });
   slots_in_use_ = &metrics_->slots_in_use();
@@ -195,35 +198,58 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   if (it == inbound_.end()) return;
   it->metrics.up->Decrement();
   inbound_.erase(it);
+  // Chunks held for reassembly were never acknowledged: the sender sends them all again on
+  // its next link. Forget the message here (no drop) so that its replay starts it afresh.
+  partials_.for_each([&](Partial& p) {
+    if (p.mode != Partial::Mode::kAssemble || p.link != &link) return;
+    consume_held(p);
+    partials_.close(p);
+  });
+}
+
+Node::Inbound* Node::inbound_of(transport::InboundLink& link) {
+  for (auto& in : inbound_) {
+    if (in.link == &link) return &in;
+  }
+  return nullptr;
 }
 
 // A message's walk through the node: drop a replayed copy, stage in place, then route from
 // the same slot.
 void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
-  for (auto& in : inbound_) {
-    if (in.link == &link) {
-      auto op = static_cast<size_t>(slot.opcode);
-      if (in.metrics.messages[op]) {
-        in.metrics.messages[op].add();
-        in.metrics.bytes[op].add(slot.length);
-      }
-      break;
-    }
+  Inbound* in = inbound_of(link);
+  auto op = static_cast<size_t>(slot.opcode);
+  if (in && in->metrics.messages[op]) {
+    in->metrics.messages[op].add();
+    in->metrics.bytes[op].add(slot.length);
   }
   // The loop's clock (read once per iteration), not one clock read per message.
   slot.arrived_ns = loop_.now_ns();
+  if (transport::is_chunk(slot.flags, slot.chunk)) {
+    return in ? on_chunk(*in, slot) : consume(link, slot);
+  }
   if (!dedup_.first_time(slot.origin, slot.seq)) {
     // Already taken (a replay after a link or peer failure): acknowledge, do not deliver.
     dropped_duplicate_.add();
     return consume(link, slot);
   }
-  const uint32_t capacity = spec_->slot_size;
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
                    slot.length,
-                   capacity,
+                   spec_->slot_size,
                    slot.origin,
                    slot.flags,
-                   slot.seq};
+                   slot.seq,
+                   0};
+  if (run_stage(msg) != HOPRELAY_FORWARD) return consume(link, slot);
+  if (active_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
+  slot.length = msg.length;
+  // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
+  slot.flags = static_cast<uint16_t>(msg.flags & transport::kFlagCrc32cTrailer);
+  route(slot);
+}
+
+hoprelay_verdict Node::run_stage(hoprelay_msg& msg) {
+  const uint32_t capacity = msg.capacity;
   // The stage's time is measured on one message in kStageSample: two clock reads per message
   // cost more than most stages (a histogram wants a sample, not every message).
   const bool timed = (++stage_calls_ & (kStageSample - 1)) == 0;
@@ -234,46 +260,210 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   switch (verdict) {
     case HOPRELAY_FORWARD:
       stage_forward_.add();
-      break;
+      return verdict;
     case HOPRELAY_DROP:
       stage_drop_.add();
       dropped_by_stage_.add();
-      return consume(link, slot);
+      return verdict;
     default:
       stage_error_.add();
       dropped_stage_error_.add();
-      return consume(link, slot);
+      return HOPRELAY_ERROR;
   }
-  if (active_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
-  slot.length = msg.length;
-  // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
-  slot.flags = static_cast<uint16_t>(msg.flags & transport::kKnownFlags);
-  route(slot);
 }
 
-void Node::route(transport::Slot& slot) {
-  ++held_;
-  switch (spec_->route) {
-    case config::Route::kBroadcast:
-      slot.refs = static_cast<uint16_t>(active_.size());
-      for (Downstream* d : active_) {
-        d->waiting.push_back(&slot);
-        pump(*d);
-      }
-      return;
-    case config::Route::kRoundRobin: {
-      slot.refs = 1;
-      Downstream& d = *active_[round_robin_++ % active_.size()];
-      d.waiting.push_back(&slot);
-      return pump(d);
+// One chunk of a message larger than a slot: a replayed copy is dropped, the rest goes the
+// way its message's first chunk decided.
+void Node::on_chunk(Inbound& in, transport::Slot& slot) {
+  using Mode = Partial::Mode;
+  transport::InboundLink& link = *in.link;
+  const bool last = !(slot.flags & transport::kFlagMore);
+  if (dedup_.seen(slot.origin, slot.seq)) {
+    dropped_duplicate_.add();  // the whole message passed here already: a replay
+    return consume(link, slot);
+  }
+  Partial* p = partials_.find(slot.origin, slot.seq);
+  if (!p) {
+    if (partials_.full()) {
+      Partial& oldest = partials_.oldest();
+      if (oldest.mode == Mode::kAssemble) abandon(oldest, dropped_incomplete_);
+      partials_.close(oldest);
     }
-    case config::Route::kHash: {
-      slot.refs = 1;
-      Downstream& d = *active_[origin_branch(slot.origin, active_.size())];
-      d.waiting.push_back(&slot);
-      return pump(d);
+    p = &partials_.open(slot.origin, slot.seq);
+    p->next_chunk = slot.chunk;
+    if (stage_.chunkwise()) {
+      p->mode = Mode::kForward;
+    } else if (slot.chunk == 0) {
+      p->mode = Mode::kAssemble;
+    } else {
+      // Its first chunks are gone (given up here earlier): it cannot be made whole.
+      p->mode = Mode::kDiscard;
+      dropped_incomplete_.add();
     }
   }
+  if (slot.chunk < p->next_chunk) {
+    dropped_duplicate_.add();  // a chunk this node has taken already, replayed
+    return consume(link, slot);
+  }
+  if (slot.chunk > p->next_chunk && p->mode == Mode::kAssemble) {
+    abandon(*p, dropped_incomplete_);  // chunks were lost upstream (dropped for a peer down)
+  }
+  p->next_chunk = slot.chunk + 1;
+  // From its last frame on, any copy of the message is a replay.
+  if (last) dedup_.first_time(slot.origin, slot.seq);
+  if (slot.flags & transport::kFlagAbort) {
+    // Ended upstream, incomplete: pass the end on, or give up what was held for it.
+    if (p->mode == Mode::kForward && !active_.empty()) {
+      route(slot, p);
+    } else {
+      if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_);
+      consume(link, slot);
+    }
+  } else if (p->mode == Mode::kForward) {
+    forward_chunk(*p, slot);
+  } else if (p->mode == Mode::kAssemble) {
+    assemble_chunk(*p, in, slot);
+  } else {
+    consume(link, slot);
+  }
+  if (last) partials_.close(*p);
+}
+
+// Cut-through: the chunk passes the stage and goes on now, not once its message is complete.
+void Node::forward_chunk(Partial& p, transport::Slot& slot) {
+  hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
+                   slot.length,
+                   spec_->slot_size,
+                   slot.origin,
+                   static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
+                   slot.seq,
+                   slot.chunk};
+  if (run_stage(msg) != HOPRELAY_FORWARD) {
+    // Dropped (counted once: the rest of the message is discarded without the stage). When
+    // earlier chunks went downstream already, an abort tells it the message ends here.
+    p.mode = Partial::Mode::kDiscard;
+    if (slot.chunk == 0 || active_.empty()) return consume(*slot.link, slot);
+    slot.length = 0;
+    slot.flags = transport::kFlagAbort;
+    return route(slot, &p);
+  }
+  if (active_.empty()) return consume(*slot.link, slot);
+  slot.length = msg.length;
+  slot.flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
+                                     (slot.flags & transport::kFlagMore));
+  route(slot, &p);
+}
+
+// The stage needs the whole message: hold the chunk in its slot until the last one is here.
+// Bounded by the slots: the sender cannot send more than the link's ring holds, and when all
+// of it holds unfinished messages no chunk can arrive anymore, so the oldest is given up.
+void Node::assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot) {
+  p.hold(slot);
+  p.link = in.link;
+  ++in.assembling;
+  if (!(slot.flags & transport::kFlagMore)) return deliver_assembled(p, in);
+  if (in.assembling < in.link->slots()) return;
+  Partial* victim = nullptr;
+  partials_.for_each([&](Partial& q) {
+    if (q.mode == Partial::Mode::kAssemble && q.link == in.link && q.held > 0 &&
+        (!victim || q.last_use < victim->last_use)) {
+      victim = &q;
+    }
+  });
+  if (victim) abandon(*victim, dropped_reassembly_full_);
+}
+
+// The last chunk is here: the stage sees the message whole (copied together), and a relay
+// sends the result on from the same slots, as chunks again.
+void Node::deliver_assembled(Partial& p, Inbound& in) {
+  const uint32_t slot_size = spec_->slot_size;
+  const uint32_t chunks = p.held;
+  const size_t room = size_t{chunks} * slot_size;
+  if (scratch_.size() < room) scratch_.resize(room);  // grows to the largest message, once
+  uint16_t flags = 0;
+  size_t length = 0;
+  for (transport::Slot* s = p.first; s; s = s->next) {
+    std::memcpy(scratch_.data() + length, s->payload(), s->length);
+    length += s->length;
+    flags |= s->flags & transport::kFlagCrc32cTrailer;
+  }
+  in.assembling -= chunks;
+  transport::Slot* list = p.take();
+  hoprelay_msg msg{reinterpret_cast<uint8_t*>(scratch_.data()),
+                   static_cast<uint32_t>(std::min<size_t>(length, UINT32_MAX)),
+                   static_cast<uint32_t>(std::min<size_t>(room, UINT32_MAX)),
+                   p.origin,
+                   flags,
+                   p.seq,
+                   0};
+  bool forward = run_stage(msg) == HOPRELAY_FORWARD && !active_.empty();
+  size_t offset = 0;
+  uint32_t index = 0;
+  for (transport::Slot* s = list; s;) {
+    transport::Slot* next = s->next;  // route() may release s
+    s->next = nullptr;
+    size_t n = std::min<size_t>(slot_size, msg.length - offset);
+    if (!forward || (n == 0 && index > 0)) {
+      consume(*s->link, *s);
+    } else {
+      std::memcpy(s->payload(), scratch_.data() + offset, n);
+      offset += n;
+      s->length = static_cast<uint32_t>(n);
+      s->chunk = index++;
+      s->flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
+                                       (offset < msg.length ? transport::kFlagMore : 0));
+      route(*s, &p);
+    }
+    s = next;
+  }
+}
+
+void Node::abandon(Partial& p, HotCounters::Ref& reason) {
+  if (p.mode == Partial::Mode::kAssemble) {
+    Inbound* in = p.link ? inbound_of(*p.link) : nullptr;
+    if (in) in->assembling -= p.held;
+    consume_held(p);
+  }
+  reason.add();
+  p.mode = Partial::Mode::kDiscard;
+}
+
+void Node::consume_held(Partial& p) {
+  for (transport::Slot* s = p.take(); s;) {
+    transport::Slot* next = s->next;
+    s->next = nullptr;
+    consume(*s->link, *s);
+    s = next;
+  }
+}
+
+void Node::route(transport::Slot& slot, Partial* p) {
+  ++held_;
+  if (spec_->route == config::Route::kBroadcast) {
+    slot.refs = static_cast<uint16_t>(active_.size());
+    for (Downstream* d : active_) {
+      d->waiting.push_back(&slot);
+      pump(*d);
+    }
+    return;
+  }
+  // One branch per message: the chunks of a message follow the branch of its first.
+  size_t branch = 0;
+  if (p && p->routed && p->branch < active_.size()) {
+    branch = p->branch;
+  } else if (spec_->route == config::Route::kRoundRobin) {
+    branch = round_robin_++ % active_.size();
+  } else {
+    branch = origin_branch(slot.origin, active_.size());
+  }
+  if (p) {
+    p->routed = true;
+    p->branch = branch;
+  }
+  slot.refs = 1;
+  Downstream& d = *active_[branch];
+  d.waiting.push_back(&slot);
+  pump(d);
 }
 
 // Posts what this downstream has waiting, as far as its credits go.
@@ -297,7 +487,8 @@ void Node::pump(Downstream& d) {
       if (--s->refs == 0) release(*s);
       continue;
     }
-    transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length, s->memory, s};
+    transport::OutFrame f{s->origin, s->seq,    s->flags, s->payload(),
+                          s->length, s->memory, s,        s->chunk};
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
   }

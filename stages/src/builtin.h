@@ -61,7 +61,8 @@ struct BuiltinAdaptor {
   }
   static void destroy(void* self) { delete static_cast<Impl*>(self); }
 
-  static constexpr hoprelay_stage_descriptor make(const char* name, const char* const* keys) {
+  static constexpr hoprelay_stage_descriptor make(const char* name, const char* const* keys,
+                                                  uint32_t caps = 0) {
     return {HOPRELAY_STAGE_ABI_MAJOR,
             HOPRELAY_STAGE_ABI_MINOR,
             sizeof(hoprelay_stage_descriptor),
@@ -70,7 +71,8 @@ struct BuiltinAdaptor {
             &create,
             &process,
             &flush,
-            &destroy};
+            &destroy,
+            caps};
   }
 };
 

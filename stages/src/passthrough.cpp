@@ -12,7 +12,9 @@ class Passthrough {
 };
 
 constexpr const char* kKeys[] = {nullptr};
-constexpr auto kDescriptor = BuiltinAdaptor<Passthrough>::make("passthrough", kKeys);
+// Chunk by chunk: it does not look at the bytes, so a relay running it is cut-through.
+constexpr auto kDescriptor =
+    BuiltinAdaptor<Passthrough>::make("passthrough", kKeys, HOPRELAY_STAGE_CHUNKS);
 
 }  // namespace
 

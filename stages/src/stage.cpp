@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <cstddef>
 #include <cstring>
 
 #include "builtin.h"
@@ -37,11 +38,19 @@ void stage_log(void* ctx, int level, const char* message) {
   logger->log(lvl, "[{}] {}", *name, message);
 }
 
+// The descriptor as ABI minor 0 defined it: everything before `caps`.
+constexpr size_t kMinor0DescriptorSize = offsetof(hoprelay_stage_descriptor, caps);
+
 }  // namespace
 
 StageType::StageType(const hoprelay_stage_descriptor* descriptor, void* dl_handle,
                      std::string origin)
     : descriptor_(descriptor), dl_handle_(dl_handle), origin_(std::move(origin)) {}
+
+uint32_t StageType::caps() const {
+  bool present = descriptor_->struct_size >= offsetof(hoprelay_stage_descriptor, caps) + 4;
+  return present ? descriptor_->caps : 0;
+}
 
 StageType::~StageType() {
   if (dl_handle_) dlclose(dl_handle_);
@@ -74,12 +83,12 @@ void check_descriptor(const hoprelay_stage_descriptor* d, std::string_view origi
                                  HOPRELAY_STAGE_ABI_MAJOR, d->abi_major));
   }
   // Within one major, a descriptor may be longer (newer minor) but never shorter than the
-  // fields this major defines.
-  if (d->struct_size < sizeof(hoprelay_stage_descriptor)) {
+  // fields minor 0 defined; later fields are read only when struct_size covers them.
+  if (d->struct_size < kMinor0DescriptorSize) {
     throw StageError(
         fmt::format("{}: stage descriptor too small: expected at least {} bytes, "
                     "found {}",
-                    origin, sizeof(hoprelay_stage_descriptor), d->struct_size));
+                    origin, kMinor0DescriptorSize, d->struct_size));
   }
   if (!d->name || !d->create || !d->process || !d->destroy) {
     throw StageError(

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,9 +34,18 @@ class Pipeline {
  public:
   Pipeline(const TempDir& dir, std::vector<NodeDef> nodes, std::string pipeline_extra = "")
       : dir_(dir), nodes_(std::move(nodes)), pipeline_extra_(std::move(pipeline_extra)) {
+    // free_port() closes the port it found, so two calls can find the same one: every port of
+    // the pipeline must differ (the validator refuses a metrics address equal to a listen one).
+    std::vector<uint16_t> taken;
+    auto unique_port = [&] {
+      uint16_t p = free_port();
+      while (std::find(taken.begin(), taken.end(), p) != taken.end()) p = free_port();
+      taken.push_back(p);
+      return p;
+    };
     for (auto& n : nodes_) {
-      n.port = free_port();
-      n.metrics = free_port();
+      n.port = unique_port();
+      n.metrics = unique_port();
     }
     topology_ = dir_ / "topology.toml";
     write_topology();

@@ -330,7 +330,7 @@ TEST(Cli, ValidateAndGraph) {
       << r.output;
   r = run({HOPRELAY_BIN, "validate", "--node", "a", (dir / "good.toml").string()});
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output, "ok: 3 nodes, 2 links\n");
+  EXPECT_EQ(r.output, "ok: 3 nodes, 2 links, messages up to 4194304 bytes\n");
   // Every error of the file, each with its position.
   r = run({HOPRELAY_BIN, "validate", (dir / "bad.toml").string()});
   EXPECT_EQ(r.code, 78);
@@ -392,9 +392,15 @@ TEST(Pipeline, CpuPinsTheEventLoopThread) {
   Pipeline p(dir,
              {{"a", {"b"}, "{ plugin = \"passthrough\" }", "cpu = 0"}, {"b", {}, sink(dir, "b")}});
   p.start_all();
+  // The node pins its loop once it has started, which may be just after metrics came up.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return read_file(dir / "a.log").find("event loop pinned to CPU 0") != std::string::npos;
+      },
+      10s))
+      << read_file(dir / "a.log");
   std::string status = read_file("/proc/" + std::to_string(p.proc("a").pid()) + "/status");
   EXPECT_NE(status.find("Cpus_allowed_list:\t0\n"), std::string::npos) << status;
-  EXPECT_NE(read_file(dir / "a.log").find("event loop pinned to CPU 0"), std::string::npos);
   ASSERT_EQ(p.send("a", 2000, 256).code, 0);
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 2000); }, 20s));
   p.stop_all();

@@ -70,10 +70,14 @@ check_clean() { # check_clean NAME FILE N
   fi
 }
 
-# chain NAME FORWARD BASE_PORT [POLL_B]: a -> b (crc32c stamp) -> c (verify-sink), the producer
-# writes into a; b completes its work by POLL_B (event or busy).
+# chain NAME FORWARD BASE_PORT [POLL_B [COUNT [SIZE]]]: a -> b (crc32c stamp) -> c (verify-sink),
+# the producer writes into a; b completes its work by POLL_B (event or busy). A SIZE above the
+# 4 KiB slots goes as chunks: a forwards them as they come (passthrough, cut-through), b and c
+# reassemble (crc32c and verify-sink need whole messages), b sends them on as chunks again.
 chain() {
   local name=$1 forward=$2 t="$WORK/$1.toml" poll_b=${4:-event} count=${5:-$COUNT}
+  local size=${6:-1000}
+  local frames=$((count * ((size + 4 + 4095) / 4096))) # per message, as b forwards it (+ CRC)
   local pa=$(($3 + 1)) pb=$(($3 + 2)) pc=$(($3 + 3)) mc=$(($3 + 4))
   cat >"$t" <<T
 [pipeline]
@@ -101,7 +105,7 @@ stage = { plugin = "verify-sink", report = "$WORK/$name-c.json" }
 T
   for n in c b a; do start "$t" $n; done
   wait_metrics "$mc" || { fail "$name: c did not start"; stop_all; return; }
-  if ! timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$count" --size 1000 \
+  if ! timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$count" --size "$size" \
       --connect-timeout 20 >"$WORK/$name-send.out" 2>&1; then
     fail "$name: hoprelay send failed: $(tail -3 "$WORK/$name-send.out")"
   fi
@@ -110,17 +114,17 @@ T
   # c counts what arrived by the opcode b forwarded with.
   local by_opcode
   by_opcode=$(metric "$mc" hoprelay_messages_received_total "opcode=\"$forward\"")
-  if [[ $by_opcode == "$count" ]]; then
-    pass "$name: c received all $count by RDMA ${forward^^} (hoprelay_messages_received_total{opcode=\"$forward\"})"
+  if [[ $by_opcode == "$frames" ]]; then
+    pass "$name: c received all $frames frames by RDMA ${forward^^} (hoprelay_messages_received_total{opcode=\"$forward\"})"
   else
-    fail "$name: c received $by_opcode by opcode $forward, expected $count"
+    fail "$name: c received $by_opcode frames by opcode $forward, expected $frames"
   fi
   local verbs_lines
   verbs_lines=$(grep -c "forwarding by" "$WORK/a.log" "$WORK/b.log" | awk -F: '{s+=$2} END {print s}')
   stop_all || fail "$name: a daemon did not exit 0 on SIGTERM"
   [[ $verbs_lines -ge 2 ]] || fail "$name: links did not come up over verbs"
   grep -h "transport verbs" "$WORK/a.log" | head -1
-  check_clean "A->B->C ingress=write forward=$forward poll(b)=$poll_b, $count messages" \
+  check_clean "A->B->C ingress=write forward=$forward poll(b)=$poll_b, $count messages of $size B" \
     "$WORK/$name-c.json" "$count"
 }
 
@@ -513,6 +517,7 @@ perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
 chain chain-send send 7100
 chain chain-write write 7110
 chain chain-busy send 7160 busy 5000
+chain chain-chunks write 7200 event 1000 20000
 fanout
 undeclared
 auth

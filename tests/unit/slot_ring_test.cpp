@@ -114,6 +114,17 @@ TEST(Dedup, WindowSlidesAndForgetsOnlyWhatIsTooOld) {
   for (uint64_t s = 4 * w - 100; s < 4 * w; ++s) ASSERT_FALSE(u.first_time(9, s)) << s;
 }
 
+TEST(Dedup, SeenAsksWithoutRecording) {
+  DedupTable t;
+  EXPECT_FALSE(t.seen(4, 10));
+  EXPECT_FALSE(t.seen(4, 10)) << "asking records nothing";
+  EXPECT_TRUE(t.first_time(4, 10));
+  EXPECT_TRUE(t.seen(4, 10));
+  EXPECT_FALSE(t.seen(4, 11));
+  ASSERT_TRUE(t.first_time(4, 3 * DedupTable::kWindow));
+  EXPECT_TRUE(t.seen(4, 10)) << "too old to tell: a repeat, as first_time() says";
+}
+
 TEST(Dedup, OriginsAreBoundedLeastRecentlyUsedFirst) {
   DedupTable t(2);
   t.first_time(1, 0);

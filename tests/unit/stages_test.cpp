@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstddef>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +106,25 @@ TEST(Stages, AbiMajorMismatchIsRefusedByVersion) {
   }
   hoprelay_stage_descriptor small{HOPRELAY_STAGE_ABI_MAJOR, 0, 8, "x"};
   EXPECT_THROW(check_descriptor(&small, "x.so"), StageError);
+}
+
+TEST(Stages, ChunkCapabilityIsReadOnlyWhenTheDescriptorHasIt) {
+  EXPECT_TRUE(resolve("passthrough")->caps() & HOPRELAY_STAGE_CHUNKS);
+  EXPECT_FALSE(resolve("verify-sink")->caps() & HOPRELAY_STAGE_CHUNKS);
+  EXPECT_FALSE(resolve("crc32c")->caps() & HOPRELAY_STAGE_CHUNKS);
+  // A stage built against minor 0 has no caps field: it is loaded, and gets whole messages,
+  // whatever bytes follow its (shorter) descriptor.
+  hoprelay_stage_descriptor d{
+      HOPRELAY_STAGE_ABI_MAJOR, 0, sizeof(d), "old", nullptr, nullptr, nullptr, nullptr, nullptr};
+  d.create = [](const hoprelay_stage_config*, char*, size_t) -> void* { return nullptr; };
+  d.process = [](void*, hoprelay_msg*) { return HOPRELAY_FORWARD; };
+  d.destroy = [](void*) {};
+  d.struct_size = offsetof(hoprelay_stage_descriptor, caps);
+  d.caps = HOPRELAY_STAGE_CHUNKS;  // not part of a minor-0 descriptor: never read
+  EXPECT_NO_THROW(check_descriptor(&d, "old.so"));
+  EXPECT_EQ(StageType(&d, nullptr, "old.so").caps(), 0u);
+  d.struct_size = sizeof(d);
+  EXPECT_EQ(StageType(&d, nullptr, "new.so").caps(), HOPRELAY_STAGE_CHUNKS);
 }
 
 TEST(Stages, PluginLoadsByPathAndFutureAbiIsRefused) {

@@ -61,6 +61,38 @@ TEST(Wire, RejectsEveryBadField) {
   EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kTooLong);
 }
 
+TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
+  FrameHeader h{FrameType::kData, kFlagMore, 4096, 5, 99};
+  h.chunk = 7;
+  auto b = encoded(h);
+  FrameHeader out;
+  ASSERT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk);
+  EXPECT_EQ(out.chunk, 7u);
+  EXPECT_EQ(out.credits, 0u);
+  EXPECT_TRUE(is_chunk(out.flags, out.chunk));
+  FrameHeader credit{FrameType::kCredit};
+  credit.credits = 3;
+  b = encoded(credit);
+  ASSERT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk);
+  EXPECT_EQ(out.credits, 3u);
+  EXPECT_EQ(out.chunk, 0u);
+  // The last chunk of a message: no flag, an index.
+  EXPECT_TRUE(is_chunk(0, 4));
+  EXPECT_FALSE(is_chunk(kFlagCrc32cTrailer, 0)) << "a whole message";
+  // An abort ends a message: it carries nothing and announces nothing more.
+  FrameHeader abort{FrameType::kData, kFlagAbort, 0, 5, 99};
+  abort.chunk = 2;
+  b = encoded(abort);
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk);
+  abort.length = 1;
+  b = encoded(abort);
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
+  abort.length = 0;
+  abort.flags = kFlagAbort | kFlagMore;
+  b = encoded(abort);
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
+}
+
 TEST(Wire, RandomHeadersNeverDecodeOutOfLimits) {
   std::mt19937_64 rng(42);
   WireLimits limits{4096};
@@ -156,7 +188,7 @@ TEST(WireVerbs, CmHelloFitsTheConnectPrivateData) {
   EXPECT_EQ(std::string(out.name), name);
   EXPECT_EQ(out.origin, 5u);
   auto bad = b;
-  bad[0] = std::byte{2};
+  bad[0] = std::byte{kWireVersion + 1};
   EXPECT_FALSE(decode_cm_hello(bad, out)) << "version";
   bad = b;
   bad[2] = std::byte{49};

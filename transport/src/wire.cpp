@@ -48,7 +48,7 @@ std::string_view reason_label(WireError e) {
 }
 
 // Layout: magic u16 | version u8 | type u8 | flags u16 | reserved u16 | length u32 |
-//         origin u32 | seq u64 | credits u32 | slot u32
+//         origin u32 | seq u64 | credits u32 (data frames: chunk) | slot u32
 void encode_header(const FrameHeader& h, std::byte* out) {
   store_le<uint16_t>(out + 0, kFrameMagic);
   out[2] = std::byte{kWireVersion};
@@ -58,7 +58,7 @@ void encode_header(const FrameHeader& h, std::byte* out) {
   store_le<uint32_t>(out + 8, h.length);
   store_le<uint32_t>(out + 12, h.origin);
   store_le<uint64_t>(out + 16, h.seq);
-  store_le<uint32_t>(out + 24, h.credits);
+  store_le<uint32_t>(out + 24, h.type == FrameType::kData ? h.chunk : h.credits);
   store_le<uint32_t>(out + 28, h.slot);
 }
 
@@ -77,9 +77,15 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   out.origin = load_le<uint32_t>(in + 12);
   out.seq = load_le<uint64_t>(in + 16);
   out.credits = load_le<uint32_t>(in + 24);
+  out.chunk = out.type == FrameType::kData ? out.credits : 0;
+  if (out.type == FrameType::kData) out.credits = 0;
   out.slot = load_le<uint32_t>(in + 28);
   uint32_t max = out.type == FrameType::kData ? limits.max_data_payload : kMaxControlPayload;
   if (out.length > max) return WireError::kTooLong;
+  // An abort ends a message and carries nothing; it cannot also announce more chunks.
+  if ((out.flags & kFlagAbort) && (out.length != 0 || (out.flags & kFlagMore))) {
+    return WireError::kBadFlags;
+  }
   return WireError::kOk;
 }
 

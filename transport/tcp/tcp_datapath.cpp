@@ -142,6 +142,7 @@ bool TcpInbound::start_data(const FrameHeader& h) {
   slot->length = h.length;
   slot->origin = h.origin;
   slot->seq = h.seq;
+  slot->chunk = h.chunk;
   slot->flags = h.flags;
   slot->opcode = Opcode::kTcp;
   rx_begin_ += kFrameHeaderSize;
@@ -318,6 +319,7 @@ bool TcpOutbound::post(const OutFrame& f) {
   h.length = f.length;
   h.origin = f.origin;
   h.seq = f.seq;
+  h.chunk = f.chunk;
   h.slot = static_cast<uint32_t>(tail_ % peer_slots_);
   encode_header(h, e.header.data());
   e.payload = f.payload;

@@ -119,6 +119,7 @@ void VerbsInbound::on_data(const ibv_wc& wc) {
   s->length = h.length;
   s->origin = h.origin;
   s->seq = h.seq;
+  s->chunk = h.chunk;
   s->flags = h.flags;
   s->opcode = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::kWrite : Opcode::kSend;
   transport_.events().on_message(*this, *s);
@@ -207,6 +208,7 @@ bool VerbsOutbound::post(const OutFrame& f) {
   h.length = f.length;
   h.origin = f.origin;
   h.seq = f.seq;
+  h.chunk = f.chunk;
   h.slot = slot;
   encode_header(h, hdr);
   // Zero copy: the header from our registered header array, the payload straight from the

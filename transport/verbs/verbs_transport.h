@@ -102,6 +102,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void release(Slot& slot) override;
   void pause() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
+  uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
   void fail(std::string_view reason);
   Connection& connection() { return conn_; }
 

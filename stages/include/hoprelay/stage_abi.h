@@ -13,6 +13,11 @@
  *    change `length` up to `capacity` (the slot's free room), but must not keep the pointer
  *    after `process` returns: the slot is reused.
  *  - `process` is called from the node's data loop: it must not block.
+ *  - a message larger than a slot travels as chunks, each in its own slot (cut-through: a
+ *    relay forwards a chunk as soon as it has passed the stage). A stage that sets
+ *    HOPRELAY_STAGE_CHUNKS in `caps` is called once per chunk (`chunk` is its index, flag
+ *    HOPRELAY_MSG_MORE says more follow); without it the node reassembles the message and
+ *    calls the stage once, on the whole of it (then `chunk` is 0 and MORE is clear).
  *
  * Plain C, so a stage can be written in C, C++ or anything with a C FFI.
  */
@@ -27,7 +32,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_STAGE_ABI_MAJOR 1
-#define HOPRELAY_STAGE_ABI_MINOR 0
+#define HOPRELAY_STAGE_ABI_MINOR 1
 #define HOPRELAY_STAGE_ENTRY_SYMBOL "hoprelay_stage_entry"
 
 /* What a stage decides for one message. */
@@ -39,6 +44,8 @@ typedef enum hoprelay_verdict {
 
 /* Message flags carried end to end in the frame header. */
 #define HOPRELAY_MSG_CRC32C_TRAILER 0x0001u /* last 4 bytes are a CRC32C of the rest (LE) */
+/* Set by hoprelay, never by a stage: this is a chunk, and more chunks of its message follow. */
+#define HOPRELAY_MSG_MORE 0x0002u
 
 /* One message, in place in its receive slot. */
 typedef struct hoprelay_msg {
@@ -47,7 +54,9 @@ typedef struct hoprelay_msg {
   uint32_t capacity; /* room in the slot for the payload */
   uint32_t origin;   /* producer that created the message */
   uint32_t flags;    /* HOPRELAY_MSG_* */
-  uint64_t seq;      /* per-origin sequence number, from 0 */
+  uint64_t seq;      /* per-origin sequence number, from 0: one per message, not per chunk */
+  /* Since minor 1 (the daemon owns this struct, so older stages simply do not read it): */
+  uint32_t chunk; /* index of this chunk in its message; 0 for a whole message */
 } hoprelay_msg;
 
 typedef struct hoprelay_param {
@@ -86,7 +95,14 @@ typedef struct hoprelay_stage_descriptor {
   /* Called about once a second and at shutdown: persist reports, flush files. May be NULL. */
   void (*flush)(void* self);
   void (*destroy)(void* self);
+  /* Since minor 1; read only when struct_size covers it (a minor-0 stage has none):
+   * HOPRELAY_STAGE_* capability bits. */
+  uint32_t caps;
 } hoprelay_stage_descriptor;
+
+/* The stage can take a large message chunk by chunk (see the rules above): the node then
+ * forwards each chunk as soon as it passed, instead of reassembling the message first. */
+#define HOPRELAY_STAGE_CHUNKS 0x0001u
 
 typedef const hoprelay_stage_descriptor* (*hoprelay_stage_entry_fn)(void);
 

@@ -125,6 +125,11 @@ struct Topology {
 
   const NodeSpec* find(std::string_view node) const;
   size_t link_count() const;  // number of (node -> downstream) edges
+  // The largest message the pipeline takes: the smallest `slots` times the smallest
+  // `slot_size` of its nodes. A message larger than a slot travels as chunks, and a node
+  // whose stage needs whole messages holds all of one message's chunks in one link's ring
+  // (as do the nodes before it, until it acknowledges them), so it must fit every ring.
+  uint64_t max_message() const;
 };
 
 // Which nodes' stage plugins validation loads (dlopen) to check them and their parameters:

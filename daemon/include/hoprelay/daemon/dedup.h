@@ -27,6 +27,9 @@ class DedupTable {
   // True the first time (origin, seq) is seen; false for a repeat, or for a sequence number
   // that fell out of the window (too old to tell: treated as a repeat).
   bool first_time(uint32_t origin, uint64_t seq);
+  // Whether first_time(origin, seq) would say "repeat", without recording anything: a chunked
+  // message is recorded at its last chunk, and each chunk asks whether it passed already.
+  bool seen(uint32_t origin, uint64_t seq);
   size_t origins() const { return windows_.size(); }
 
  private:

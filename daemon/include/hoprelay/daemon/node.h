@@ -14,6 +14,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/metrics.h"
+#include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/stages/stage.h"
 #include "hoprelay/transport/transport.h"
@@ -92,6 +93,7 @@ class Node final : public transport::LinkEvents {
     transport::InboundLink* link;
     PeerMetrics metrics;
     prometheus::Gauge* slots_in_use;
+    uint32_t assembling = 0;  // its slots holding chunks of messages not yet complete
   };
 
   Downstream& downstream_of(transport::OutboundLink& link);
@@ -100,7 +102,21 @@ class Node final : public transport::LinkEvents {
   void retire_if_done(Downstream& d);
   void rebuild_active();
   std::string forward_opcode() const;  // the `opcode` label of this node's forwarding
-  void route(transport::Slot& slot);
+  Inbound* inbound_of(transport::InboundLink& link);
+  // Runs the stage on one message (or chunk), counts its verdict, and times one in
+  // kStageSample. A FORWARD that grew the message past its capacity is an ERROR.
+  hoprelay_verdict run_stage(hoprelay_msg& msg);
+  // Chunks of a message larger than a slot (partials.h).
+  void on_chunk(Inbound& in, transport::Slot& slot);
+  void forward_chunk(Partial& p, transport::Slot& slot);
+  void assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot);
+  void deliver_assembled(Partial& p, Inbound& in);
+  // Gives up a message: releases the chunks held for it, counts it dropped for `reason`,
+  // and discards whatever else of it arrives.
+  void abandon(Partial& p, HotCounters::Ref& reason);
+  void consume_held(Partial& p);  // releases the chunks held for p (no count)
+  // Routes a message or chunk; the chunks of one message follow one branch (its Partial).
+  void route(transport::Slot& slot, Partial* p = nullptr);
   void pump(Downstream& d);
   // on_peer_down: the link of `d` went down (or starts down): wait for it, or for its timeout.
   void link_went_down(Downstream& d);
@@ -127,6 +143,8 @@ class Node final : public transport::LinkEvents {
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
+  PartialTable partials_;
+  std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
   size_t round_robin_ = 0;
   uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
   bool draining_ = false;
@@ -145,6 +163,8 @@ class Node final : public transport::LinkEvents {
   HotCounters::Ref dropped_too_large_;
   HotCounters::Ref dropped_duplicate_;
   HotCounters::Ref dropped_peer_down_;
+  HotCounters::Ref dropped_incomplete_;
+  HotCounters::Ref dropped_reassembly_full_;
   prometheus::Gauge* slots_in_use_;
   LatencyHistogram* stage_seconds_;
   LatencyHistogram* residence_seconds_;

@@ -38,6 +38,8 @@ class StageType {
   // True when the stage declares its keys and `key` is not among them.
   bool rejects_param(std::string_view key) const;
   std::vector<std::string_view> param_keys() const;
+  // HOPRELAY_STAGE_* bits (0 for a stage built against ABI minor 0).
+  uint32_t caps() const;
 
  private:
   const hoprelay_stage_descriptor* descriptor_;
@@ -74,6 +76,8 @@ class Stage {
   }
   void flush();
   std::string_view name() const { return type_->name(); }
+  // Takes large messages chunk by chunk (HOPRELAY_STAGE_CHUNKS); else the node reassembles.
+  bool chunkwise() const { return (type_->caps() & HOPRELAY_STAGE_CHUNKS) != 0; }
 
  private:
   std::shared_ptr<const StageType> type_;

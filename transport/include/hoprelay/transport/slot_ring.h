@@ -35,6 +35,8 @@ struct Slot {
   uint16_t refs = 0;  // node bookkeeping: downstream posts not yet acknowledged
   Opcode opcode = Opcode::kTcp;
   uint64_t seq = 0;
+  uint32_t chunk = 0;       // index in its message when it is a chunk (FrameHeader::chunk)
+  Slot* next = nullptr;     // node bookkeeping: the next chunk held for the same message
   uint64_t arrived_ns = 0;  // node bookkeeping: monotonic arrival time (residence metric)
   bool held = false;
   std::byte* payload() const { return frame + kFrameHeaderSize; }

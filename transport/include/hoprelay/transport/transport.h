@@ -68,6 +68,8 @@ class InboundLink {
   // Stops taking new frames from this peer (drain); frames already received stay valid.
   virtual void pause() = 0;
   virtual uint32_t slots_in_use() const = 0;
+  // The link's ring size (0 before the link is up).
+  virtual uint32_t slots() const = 0;
 
  protected:
   PeerInfo peer_;
@@ -82,6 +84,7 @@ struct OutFrame {
   uint32_t length = 0;
   const MemoryRegion* memory = nullptr;
   void* cookie = nullptr;  // handed back in on_acked / on_returned
+  uint32_t chunk = 0;      // index in its message, for a chunk (flags kFlagMore / kFlagAbort)
 };
 
 class OutboundLink {

@@ -18,7 +18,7 @@
 namespace hoprelay::transport {
 
 inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;  // 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk)
 inline constexpr size_t kFrameHeaderSize = 32;
 // Control frames (hello, welcome, reject) carry at most this many payload bytes.
 inline constexpr uint32_t kMaxControlPayload = 256;
@@ -37,8 +37,15 @@ enum class FrameType : uint8_t {
   kAuth = 8,       // sender -> receiver: client nonce + MAC over the challenge and the hello
 };
 
-// Header flag bits are the message flags of the stage ABI (HOPRELAY_MSG_*), carried end to end.
-inline constexpr uint16_t kKnownFlags = 0x0001;
+// Header flag bits are the message flags of the stage ABI (HOPRELAY_MSG_*), carried end to end,
+// and two that say how a message larger than a slot travels as chunks (docs/protocol.md):
+inline constexpr uint16_t kFlagCrc32cTrailer = 0x0001;  // HOPRELAY_MSG_CRC32C_TRAILER
+inline constexpr uint16_t kFlagMore = 0x0002;  // HOPRELAY_MSG_MORE: more chunks of it follow
+// The message ends here, incomplete: a node dropped one of its chunks after it had forwarded
+// earlier ones (a stage's verdict). Length 0; never shown to a stage.
+inline constexpr uint16_t kFlagAbort = 0x0004;
+inline constexpr uint16_t kChunkFlags = kFlagMore | kFlagAbort;
+inline constexpr uint16_t kKnownFlags = kFlagCrc32cTrailer | kChunkFlags;
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
@@ -48,7 +55,15 @@ struct FrameHeader {
   uint64_t seq = 0;      // per-origin sequence (data)
   uint32_t credits = 0;  // credit frames: slots released
   uint32_t slot = 0;     // data frames: receiver slot index the frame occupies
+  // Data frames: the index of this chunk in its message (0 for a whole message). On the wire
+  // it takes the place credit frames use for `credits`.
+  uint32_t chunk = 0;
 };
+
+// A data frame that is part of a chunked message (not a whole message in one frame).
+inline constexpr bool is_chunk(uint16_t flags, uint32_t chunk) {
+  return (flags & kChunkFlags) != 0 || chunk != 0;
+}
 
 // Why a header was refused. Each has a metric label and a log text (reason_text()).
 enum class WireError : uint8_t {
