@@ -40,8 +40,8 @@ TARGETS = [
     ("TCP chain >= 1.0x ZeroMQ chain at 64 B", "chain", "zmq", 64, 1.0),
     ("one hop >= 0.8x raw TCP at 64 KiB", "hop1", "tcp", 65536, 0.8),
 ]
-COLORS = {"hop1": "#1f77b4", "chain": "#d62728", "chainbusy": "#ff7f0e", "fanout": "#9467bd", "zmq": "#2ca02c",
-          "tcp": "#7f7f7f"}
+COLORS = {"hop1": "#1f77b4", "chain": "#d62728", "chainbusy": "#ff7f0e", "fanout": "#9467bd",
+          "zmq": "#2ca02c", "tcp": "#7f7f7f"}
 REFERENCE = {"zmq", "tcp"}  # drawn dashed
 
 
