@@ -103,9 +103,9 @@ void TcpTransport::tune_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (!busy_ || busy_poll_refused_) return;
   // Lets a read that finds the socket empty poll the NIC's receive queue instead of waiting
-  // for its interrupt (no effect on loopback, which has no such queue). Raising it above
-  // net.core.busy_read needs CAP_NET_ADMIN; without it the spin alone still saves the
-  // wake-up, so a refusal is worth one debug line, not a warning.
+  // for its interrupt (no effect on loopback, which has no such queue). Kernels that check
+  // CAP_NET_ADMIN for raising it above net.core.busy_read refuse it without; the spin alone
+  // still saves the wake-up, so a refusal is worth one debug line, not a warning.
   int usec = kBusyPollMicros;
   if (setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &usec, sizeof(usec)) != 0) {
     busy_poll_refused_ = true;
