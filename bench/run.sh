@@ -7,20 +7,23 @@
 # For every message size it measures
 #   hop1    hoprelay send -> x                 (one hoprelayd)
 #   chain   hoprelay send -> a -> b -> c       (three hoprelayd)
+#   chainbusy  the chain with b on poll = "busy", pinned (cpu = N) to the last CPU this process
+#           may use (one spinner only: the machine may have just 2 cores); latency only
 #   fanout  hoprelay send -> a -> {l1, l2}     (broadcast: every message reaches both leaves)
 #   zmq     ZeroMQ PUSH -> proxy -> proxy -> PULL (bench/zmq_chain.cpp)
 #   tcp     raw TCP one-hop stream with length prefixes (bench/tcp_stream.cpp), the ceiling
-# throughput (msg/s, Gb/s) and CPU seconds per GB (every process involved) of each, peak RSS
-# (VmHWM) of every hoprelayd, and the latency p50/p99 of hop1, chain and zmq at a fixed offered
-# load: LAT_RATE msg/s (default 1000), lowered to LAT_GBPS Gb/s of payload (default 1) for large
-# messages. The latency of a hoprelay message runs from `hoprelay send --stamp` writing the
-# time into it to the `bench-latency` stage (bench/latency_stage.c) at the leaf; of a ZeroMQ
-# message, from the producer to the sink of zmq_chain.
+# throughput (msg/s, Gb/s) and CPU seconds per GB (every process involved) of each but
+# chainbusy, peak RSS (VmHWM) of every hoprelayd, and the latency p50/p99 of hop1, chain,
+# chainbusy and zmq at a fixed offered load: LAT_RATE msg/s (default 1000), lowered to LAT_GBPS
+# Gb/s of payload (default 1) for large messages. The latency of a hoprelay message runs from
+# `hoprelay send --stamp` writing the time into it to the `bench-latency` stage
+# (bench/latency_stage.c) at the leaf; of a ZeroMQ message, from the producer to the sink of
+# zmq_chain.
 #
 # Prints a progress line per step to stderr, then the tables (bench/report.py) to stdout, and
 # writes BUILD_DIR/bench/out/results.json and bench.svg. Throughput counts are sized from pilot
 # runs to take about TARGET_SECONDS (default 5), latency runs about LAT_SECONDS (default 3,
-# at least 50 messages): about 3.5 minutes in all on 2 cores. SIZES (default "64 4096 65536
+# at least 50 messages): about 4 minutes in all on 2 cores. SIZES (default "64 4096 65536
 # 1048576 16777216", each from 24 to 16777216) overrides the sizes. Each size gets its own
 # daemons: slot_size = size between 256 B and 256 KiB (larger messages go as chunks), slots =
 # 4 MiB / slot_size between 64 and 4096, and at least one whole message.
@@ -84,8 +87,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 8 steps per size: hop1, chain, fanout, zmq, tcp throughput; hop1, chain, zmq latency.
-steps=$((${#sizes[@]} * 8))
+# 9 steps per size: hop1, chain, fanout, zmq, tcp throughput; hop1, chain, chainbusy, zmq
+# latency.
+steps=$((${#sizes[@]} * 9))
 step=0
 progress() { # WHAT...: starts a progress line on stderr; `done_line` ends it
   step=$((step + 1))
@@ -144,6 +148,11 @@ slots_for() {
 next_origin=1
 lat_origin_base=4000000000
 
+# More keys for a node's table (chainbusy: poll and cpu), by node name; empty for the others.
+declare -A node_extra=()
+# The last CPU this process may run on: where chainbusy pins its spinning relay.
+busy_cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
+
 # write_topology FILE SIZE NODE:DOWN1,DOWN2... (downstream first). No metrics endpoints: the
 # HTTP server would add 1.5 s to every daemon's exit, and nothing here scrapes it.
 write_topology() {
@@ -158,7 +167,8 @@ write_topology() {
     for spec in "$@"; do
       name=${spec%%:*}
       down=${spec#*:}
-      printf '[nodes.%s]\nlisten = "127.0.0.1:%s"\n' "$name" "${ports[i]}"
+      printf '[nodes.%s]\nlisten = "127.0.0.1:%s"\n%s' "$name" "${ports[i]}" \
+        "${node_extra[$name]:-}"
       i=$((i + 1))
       if [[ -n $down ]]; then
         printf 'downstream = ["%s"]\nroute = "broadcast"\n' "${down//,/\", \"}"
@@ -364,6 +374,7 @@ latency() {
 
 echo "bench: sizes ${sizes[*]} bytes, ~${target} s per throughput run, latency at" \
   "min($lat_rate msg/s, $lat_gbps Gb/s), $(nproc) cores, load $load_before; logs in $work" >&2
+echo "bench: chainbusy pins its busy-polling relay b to CPU $busy_cpu" >&2
 
 for size in "${sizes[@]}"; do
   start_topology hop1 "$size" "x:"
@@ -374,6 +385,14 @@ for size in "${sizes[@]}"; do
   start_topology chain "$size" "c:" "b:c" "a:b"
   throughput chain "$size"
   latency chain "$size"
+  stop_topology "$size"
+
+  # b busy-polls on a CPU of its own (as far as pinning goes: other processes may still run
+  # there); a stays event-driven, so `hoprelay send` (which uses the head's poll) does not spin.
+  node_extra[b]=$'poll = "busy"\n'"cpu = $busy_cpu"$'\n'
+  start_topology chainbusy "$size" "c:" "b:c" "a:b"
+  node_extra=()
+  latency chainbusy "$size"
   stop_topology "$size"
 
   start_topology fanout "$size" "l1:" "l2:" "a:l1,l2"

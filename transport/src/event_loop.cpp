@@ -82,10 +82,12 @@ void EventLoop::update_now() {
 
 void EventLoop::run_once(std::chrono::milliseconds timeout) {
   update_now();
-  // Busy polling: the completion queues are not armed, so nothing would wake epoll for them;
-  // it only looks at the other fds (cm events, signals) without waiting.
+  // Busy polling: with a poller the completion queues are not armed, so nothing would wake
+  // epoll for them; spinning (TCP) the sockets are in epoll but a wake-up is what busy mode
+  // avoids. Either way epoll only looks, without waiting. The timers below still run on every
+  // iteration, so spinning never starves them.
   if (poller_) poller_();
-  int wait_ms = poller_ ? 0 : static_cast<int>(timeout.count());
+  int wait_ms = busy() ? 0 : static_cast<int>(timeout.count());
   if (!timers_.empty()) {
     auto until = std::chrono::duration_cast<std::chrono::milliseconds>(
                      timers_.begin()->first.first - Clock::now())

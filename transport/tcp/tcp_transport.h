@@ -156,7 +156,10 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
 
 class TcpTransport final : public Transport, public EventLoop::Handler {
  public:
-  TcpTransport(EventLoop& loop, LinkEvents& events, Identity identity);
+  // poll = kBusy: the event loop spins (EventLoop::set_spin) for as long as the transport
+  // lives, and sockets ask for SO_BUSY_POLL.
+  TcpTransport(EventLoop& loop, LinkEvents& events, Identity identity,
+               config::Poll poll = config::Poll::kEvent);
   ~TcpTransport() override;
 
   std::string_view name() const override { return "tcp"; }
@@ -172,11 +175,16 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   const ListenParams& listen_params() const { return listen_; }
   // Frees a closed inbound link once the node holds none of its slots.
   void reap(TcpInbound* link);
+  // Options of every link's socket, accepted or connecting: TCP_NODELAY, and in busy mode
+  // SO_BUSY_POLL.
+  void tune_socket(int fd);
 
  private:
   EventLoop& loop_;
   LinkEvents& events_;
   Identity identity_;
+  bool busy_ = false;
+  bool busy_poll_refused_ = false;  // SO_BUSY_POLL was refused once: not asked again
   ListenParams listen_;
   int listen_fd_ = -1;
   std::vector<std::unique_ptr<TcpInbound>> inbound_;

@@ -40,9 +40,15 @@ class EventLoop {
   // deleting closed links). Small captures do not allocate.
   void defer(std::function<void()> fn);
 
-  // A function run on every iteration with a zero epoll timeout while busy() is true: the
-  // busy-poll hook for transports that poll completion queues.
+  // A function run on every iteration, which then waits with a zero epoll timeout: the
+  // busy-poll hook for transports that poll completion queues (verbs).
   void set_poller(std::function<bool()> poll) { poller_ = std::move(poll); }
+  // Busy polling without a poller (TCP): every iteration waits for events with a zero epoll
+  // timeout instead of sleeping, so a socket that becomes readable is seen by the spin, not
+  // after a wake-up. Timers, deferred work and the signalfd run exactly as in event mode.
+  void set_spin(bool spin) { spin_ = spin; }
+  // Whether run_once() never sleeps: spinning, or a poller is set.
+  bool busy() const { return spin_ || static_cast<bool>(poller_); }
 
   void run();  // until stop()
   // One iteration: waits at most timeout (or until the next timer) for events.
@@ -66,6 +72,7 @@ class EventLoop {
   std::vector<std::function<void()>> deferred_;
   std::vector<std::function<void()>> running_deferred_;
   std::function<bool()> poller_;
+  bool spin_ = false;
   uint64_t now_ns_ = 0;
 };
 

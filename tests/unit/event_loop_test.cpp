@@ -1,0 +1,97 @@
+// The event loop's busy mode: it must never sleep, and must still run timers and deferred work
+// (reconnects, handshake timeouts, metrics flushes and the watchdog all hang off them).
+#include "hoprelay/transport/event_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "hoprelay/transport/transport.h"
+
+namespace hoprelay::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+TEST(EventLoop, SpinningNeverSleepsInEpoll) {
+  EventLoop loop;
+  EXPECT_FALSE(loop.busy());
+  // Event mode with nothing to do sleeps for the timeout: the baseline the spin differs from.
+  auto t0 = Clock::now();
+  loop.run_once(100ms);
+  EXPECT_GE(Clock::now() - t0, 90ms);
+
+  loop.set_spin(true);
+  EXPECT_TRUE(loop.busy());
+  t0 = Clock::now();
+  for (int i = 0; i < 100; ++i) loop.run_once(10s);
+  // 100 iterations that each honoured the timeout would take 1000 s; a generous bound for a
+  // loaded machine that still cannot be met by sleeping even once.
+  EXPECT_LT(Clock::now() - t0, 5s);
+
+  loop.set_spin(false);
+  EXPECT_FALSE(loop.busy());
+}
+
+TEST(EventLoop, TimersAndDeferredWorkRunWhileSpinning) {
+  EventLoop loop;
+  loop.set_spin(true);
+  bool cancelled_ran = false;
+  EventLoop::TimerId cancelled = loop.after(10ms, [&] { cancelled_ran = true; });
+  loop.cancel(cancelled);
+  bool deferred_ran = false;
+  auto t0 = Clock::now();
+  Clock::time_point fired{};
+  loop.after(50ms, [&] {
+    fired = Clock::now();
+    // Work deferred from a timer runs in the same iteration, and may stop the loop.
+    loop.defer([&] {
+      deferred_ran = true;
+      loop.stop();
+    });
+  });
+  uint64_t iterations = 0;
+  while (!loop.stopped() && Clock::now() - t0 < 10s) {
+    loop.run_once(1000ms);
+    ++iterations;
+  }
+  ASSERT_TRUE(deferred_ran) << "the timer or its deferred work never ran while spinning";
+  EXPECT_GE(fired - t0, 50ms) << "the timer ran early";
+  EXPECT_LT(fired - t0, 5s);
+  EXPECT_FALSE(cancelled_ran);
+  // Event mode would have slept through the 50 ms in one or two iterations.
+  EXPECT_GT(iterations, 100u) << "the loop did not spin";
+}
+
+class NoEvents final : public LinkEvents {
+ public:
+  bool admit(const PeerInfo&, std::string&) override { return false; }
+  void on_inbound_up(InboundLink&) override {}
+  void on_message(InboundLink&, Slot&) override {}
+  void on_inbound_down(InboundLink&, std::string_view) override {}
+  void on_outbound_up(OutboundLink&) override {}
+  void on_outbound_down(OutboundLink&, std::string_view) override {}
+  void on_acked(OutboundLink&, void*) override {}
+  void on_returned(OutboundLink&, void*) override {}
+  void on_credit(OutboundLink&) override {}
+};
+
+// poll = "busy" reaches the TCP transport and makes the loop spin while it lives; "event" does
+// not (the factory once passed `poll` to verbs only).
+TEST(EventLoop, TcpTransportSpinsTheLoopOnlyWithPollBusy) {
+  NoEvents events;
+  for (auto poll : {config::Poll::kEvent, config::Poll::kBusy}) {
+    EventLoop loop;
+    TransportOptions options{config::TransportKind::kTcp, {"127.0.0.1", 0}, true, poll};
+    {
+      TransportChoice choice = make_transport(options, loop, events, Identity{});
+      EXPECT_EQ(choice.transport->name(), "tcp");
+      EXPECT_EQ(loop.busy(), poll == config::Poll::kBusy);
+    }
+    EXPECT_FALSE(loop.busy()) << "the loop still spins after its transport is gone";
+  }
+}
+
+}  // namespace
+}  // namespace hoprelay::transport
