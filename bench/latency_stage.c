@@ -8,6 +8,10 @@
  * histogram of each origin that changed is written to DIR/NODE-ORIGIN.lat (latency_hist.h).
  * Always returns FORWARD, which at a leaf means "consumed".
  *
+ * Chunk by chunk (HOPRELAY_STAGE_CHUNKS): a message larger than a slot is not reassembled for
+ * it. The stamp is taken from its first chunk and the latency recorded at its last, so what is
+ * measured is the time until the whole message has reached the leaf.
+ *
  * Parameters: dir (required, must exist), min_origin (default 0: every message).
  * Memory: one histogram (about 9 KiB) per recorded origin, at most 64 origins; messages of
  * further origins are counted in the log at destroy, not recorded. */
@@ -22,6 +26,8 @@
 typedef struct origin_hist {
   uint32_t origin;
   int dirty;
+  int has_stamp;          /* the first chunk of a message in passage was seen */
+  unsigned char stamp[8]; /* its first 8 bytes: the send time */
   lat_hist hist;
 } origin_hist;
 
@@ -92,11 +98,22 @@ static hoprelay_verdict latency_process(void* self, hoprelay_msg* msg) {
   if (msg->origin < s->min_origin) return HOPRELAY_FORWARD;
   uint64_t now = lat_now_ns();
   origin_hist* o = find_origin(s, msg->origin);
-  if (!o || msg->length < sizeof(uint64_t)) {
+  const int more = (msg->flags & HOPRELAY_MSG_MORE) != 0;
+  if (o && msg->chunk == 0 && more && msg->length >= sizeof(uint64_t)) {
+    /* The first chunk of a larger message: keep the stamp until its last chunk. Chunks of
+     * one origin arrive in order, a message's after the one before it. */
+    memcpy(o->stamp, msg->data, sizeof o->stamp);
+    o->has_stamp = 1;
+    return HOPRELAY_FORWARD;
+  }
+  if (more) return HOPRELAY_FORWARD; /* a middle chunk */
+  const int whole = msg->chunk == 0; /* else the last chunk of a larger message */
+  if (!o || (whole ? msg->length < sizeof(uint64_t) : !o->has_stamp)) {
     ++s->unrecorded;
     return HOPRELAY_FORWARD;
   }
-  lat_record(&o->hist, msg->data, now);
+  lat_record(&o->hist, whole ? (const void*)msg->data : (const void*)o->stamp, now);
+  o->has_stamp = 0;
   o->dirty = 1;
   return HOPRELAY_FORWARD;
 }
@@ -141,7 +158,8 @@ static const hoprelay_stage_descriptor latency_descriptor = {HOPRELAY_STAGE_ABI_
                                                              latency_create,
                                                              latency_process,
                                                              latency_flush,
-                                                             latency_destroy};
+                                                             latency_destroy,
+                                                             HOPRELAY_STAGE_CHUNKS};
 
 const hoprelay_stage_descriptor* hoprelay_stage_entry(void) {
   return &latency_descriptor;
