@@ -108,6 +108,14 @@ int main(int argc, char** argv) {
   put("header-bye", header({FrameType::kBye}));
   put("header-data-empty", header({FrameType::kData, 0, 0, 1, 1, 0, 0}));
   put("frame-data", frame({FrameType::kData, 1, 0, 7, 42, 0, 5}, payload));
+  // A message in chunks: the first (MORE), a middle one, an abort in place of a chunk.
+  FrameHeader chunk{FrameType::kData, kFlagMore, 0, 7, 43, 0, 6};
+  put("frame-chunk-first", frame(chunk, payload));
+  chunk.chunk = 2;
+  put("frame-chunk-middle", frame(chunk, payload));
+  FrameHeader abort{FrameType::kData, kFlagAbort, 0, 7, 43, 0, 7};
+  abort.chunk = 3;
+  put("header-chunk-abort", header(abort));
   put("frame-hello-node", frame({FrameType::kHello}, hello_body(node)));
   put("frame-hello-producer", frame({FrameType::kHello}, hello_body(producer)));
   put("frame-welcome", frame({FrameType::kWelcome}, welcome_body(64, 65536)));
