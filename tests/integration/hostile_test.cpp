@@ -47,6 +47,14 @@ class Attacker {
     transport::encode_header(h, reinterpret_cast<std::byte*>(out.data()));
     return out + body;
   }
+  // Reads one frame header; false on timeout or close.
+  bool read_header(FrameHeader& h) {
+    std::byte buf[kFrameHeaderSize];
+    if (::recv(fd_, buf, sizeof(buf), MSG_WAITALL) != static_cast<ssize_t>(sizeof(buf))) {
+      return false;
+    }
+    return transport::decode_header(buf, {0}, h) == transport::WireError::kOk;
+  }
   // A hello as node `name`, then read the welcome.
   bool hello_as(const std::string& name, transport::PeerRole role = transport::PeerRole::kNode) {
     transport::HelloBody hb;
@@ -112,6 +120,14 @@ TEST(HostileInput, EveryMalformedFrameClosesOnlyItsLink) {
          x.send_bytes(f);
        }},
       {"bad_magic", false, [](Attacker& x) { x.send_bytes(std::string(64, 'Z')); }},
+      // An abort ends a message and carries nothing: one with a payload is refused.
+      {"bad_flags", true,
+       [](Attacker& x) {
+         FrameHeader h = data(0, 8);
+         h.flags = transport::kFlagAbort;
+         h.chunk = 1;
+         x.send_bytes(Attacker::frame(h, std::string(8, 'x')));
+       }},
       {"bad_slot", true,
        [](Attacker& x) { x.send_bytes(Attacker::frame(data(5, 8), std::string(8, 'x'))); }},
       {"unexpected_frame", true,
@@ -161,6 +177,41 @@ TEST(HostileInput, EveryMalformedFrameClosesOnlyItsLink) {
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 20000); }, 10s));
   p.stop_all();
   expect_clean(read_report(dir / "b.json"), 20000);
+}
+
+// A peer that starts a message in chunks and never ends it, at a node that reassembles (its
+// stage needs whole messages): once every slot of that link holds the unfinished message, the
+// node gives it up and the credits come back. It cannot hold the node's slots forever.
+TEST(HostileInput, AMessageThatNeverEndsCannotHoldTheSlots) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  Attacker x(p.node("b").port);
+  ASSERT_TRUE(x.hello_as("a"));
+  std::string burst;  // 32 chunks on 32 credits, every one announcing more
+  for (uint32_t i = 0; i < 32; ++i) {
+    FrameHeader h = data(i, 100);
+    h.seq = 5;
+    h.chunk = i;
+    h.flags = transport::kFlagMore;
+    burst += Attacker::frame(h, std::string(100, 'c'));
+  }
+  x.send_bytes(burst);
+  FrameHeader credit;
+  ASSERT_TRUE(x.read_header(credit)) << "b returns the slots of the message it gave up";
+  EXPECT_EQ(credit.type, FrameType::kCredit);
+  EXPECT_EQ(credit.credits, 32u);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(p.node("b").metrics), "hoprelay_messages_dropped_total",
+                            "reason=\"reassembly_full\"") == 1;
+      },
+      3s));
+  // The real upstream is served as before.
+  ASSERT_EQ(p.send("a", 1000, 100000).code, 0);
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 1000); }, 20s));
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 1000);
 }
 
 TEST(HostileInput, SenderBeyondItsCreditsIsCutOff) {
