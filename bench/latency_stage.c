@@ -27,6 +27,7 @@ typedef struct origin_hist {
   uint32_t origin;
   int dirty;
   int has_stamp;          /* the first chunk of a message in passage was seen */
+  uint64_t stamp_seq;     /* that message */
   unsigned char stamp[8]; /* its first 8 bytes: the send time */
   lat_hist hist;
 } origin_hist;
@@ -100,15 +101,16 @@ static hoprelay_verdict latency_process(void* self, hoprelay_msg* msg) {
   origin_hist* o = find_origin(s, msg->origin);
   const int more = (msg->flags & HOPRELAY_MSG_MORE) != 0;
   if (o && msg->chunk == 0 && more && msg->length >= sizeof(uint64_t)) {
-    /* The first chunk of a larger message: keep the stamp until its last chunk. Chunks of
-     * one origin arrive in order, a message's after the one before it. */
+    /* The first chunk of a larger message: keep the stamp until its last chunk (a leaf fed
+     * by one path gets one message of an origin at a time; otherwise it is not recorded). */
     memcpy(o->stamp, msg->data, sizeof o->stamp);
+    o->stamp_seq = msg->seq;
     o->has_stamp = 1;
     return HOPRELAY_FORWARD;
   }
   if (more) return HOPRELAY_FORWARD; /* a middle chunk */
   const int whole = msg->chunk == 0; /* else the last chunk of a larger message */
-  if (!o || (whole ? msg->length < sizeof(uint64_t) : !o->has_stamp)) {
+  if (!o || (whole ? msg->length < sizeof(uint64_t) : !o->has_stamp || o->stamp_seq != msg->seq)) {
     ++s->unrecorded;
     return HOPRELAY_FORWARD;
   }

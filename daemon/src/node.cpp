@@ -198,13 +198,7 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   if (it == inbound_.end()) return;
   it->metrics.up->Decrement();
   inbound_.erase(it);
-  // Chunks held for reassembly were never acknowledged: the sender sends them all again on
-  // its next link. Forget the message here (no drop) so that its replay starts it afresh.
-  partials_.for_each([&](Partial& p) {
-    if (p.mode != Partial::Mode::kAssemble || p.link != &link) return;
-    consume_held(p);
-    partials_.close(p);
-  });
+  forget_partials(link);
 }
 
 Node::Inbound* Node::inbound_of(transport::InboundLink& link) {
@@ -225,6 +219,12 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   }
   // The loop's clock (read once per iteration), not one clock read per message.
   slot.arrived_ns = loop_.now_ns();
+  // A link carries one chunked message at a time: any other frame while one is reassembled
+  // from it means its sender gave that message up, and it cannot complete.
+  if (in && in->assembling &&
+      (in->assembling->origin != slot.origin || in->assembling->seq != slot.seq)) {
+    abandon(*in->assembling, dropped_incomplete_);
+  }
   if (transport::is_chunk(slot.flags, slot.chunk)) {
     return in ? on_chunk(*in, slot) : consume(link, slot);
   }
@@ -272,171 +272,6 @@ hoprelay_verdict Node::run_stage(hoprelay_msg& msg) {
   }
 }
 
-// One chunk of a message larger than a slot: a replayed copy is dropped, the rest goes the
-// way its message's first chunk decided.
-void Node::on_chunk(Inbound& in, transport::Slot& slot) {
-  using Mode = Partial::Mode;
-  transport::InboundLink& link = *in.link;
-  const bool last = !(slot.flags & transport::kFlagMore);
-  if (dedup_.seen(slot.origin, slot.seq)) {
-    dropped_duplicate_.add();  // the whole message passed here already: a replay
-    return consume(link, slot);
-  }
-  Partial* p = partials_.find(slot.origin, slot.seq);
-  if (!p) {
-    if (partials_.full()) {
-      Partial& oldest = partials_.oldest();
-      if (oldest.mode == Mode::kAssemble) abandon(oldest, dropped_incomplete_);
-      partials_.close(oldest);
-    }
-    p = &partials_.open(slot.origin, slot.seq);
-    p->next_chunk = slot.chunk;
-    if (stage_.chunkwise()) {
-      p->mode = Mode::kForward;
-    } else if (slot.chunk == 0) {
-      p->mode = Mode::kAssemble;
-    } else {
-      // Its first chunks are gone (given up here earlier): it cannot be made whole.
-      p->mode = Mode::kDiscard;
-      dropped_incomplete_.add();
-    }
-  }
-  if (slot.chunk < p->next_chunk) {
-    dropped_duplicate_.add();  // a chunk this node has taken already, replayed
-    return consume(link, slot);
-  }
-  if (slot.chunk > p->next_chunk && p->mode == Mode::kAssemble) {
-    abandon(*p, dropped_incomplete_);  // chunks were lost upstream (dropped for a peer down)
-  }
-  p->next_chunk = slot.chunk + 1;
-  // From its last frame on, any copy of the message is a replay.
-  if (last) dedup_.first_time(slot.origin, slot.seq);
-  if (slot.flags & transport::kFlagAbort) {
-    // Ended upstream, incomplete: pass the end on, or give up what was held for it.
-    if (p->mode == Mode::kForward && !active_.empty()) {
-      route(slot, p);
-    } else {
-      if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_);
-      consume(link, slot);
-    }
-  } else if (p->mode == Mode::kForward) {
-    forward_chunk(*p, slot);
-  } else if (p->mode == Mode::kAssemble) {
-    assemble_chunk(*p, in, slot);
-  } else {
-    consume(link, slot);
-  }
-  if (last) partials_.close(*p);
-}
-
-// Cut-through: the chunk passes the stage and goes on now, not once its message is complete.
-void Node::forward_chunk(Partial& p, transport::Slot& slot) {
-  hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
-                   slot.length,
-                   spec_->slot_size,
-                   slot.origin,
-                   static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
-                   slot.seq,
-                   slot.chunk};
-  if (run_stage(msg) != HOPRELAY_FORWARD) {
-    // Dropped (counted once: the rest of the message is discarded without the stage). When
-    // earlier chunks went downstream already, an abort tells it the message ends here.
-    p.mode = Partial::Mode::kDiscard;
-    if (slot.chunk == 0 || active_.empty()) return consume(*slot.link, slot);
-    slot.length = 0;
-    slot.flags = transport::kFlagAbort;
-    return route(slot, &p);
-  }
-  if (active_.empty()) return consume(*slot.link, slot);
-  slot.length = msg.length;
-  slot.flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
-                                     (slot.flags & transport::kFlagMore));
-  route(slot, &p);
-}
-
-// The stage needs the whole message: hold the chunk in its slot until the last one is here.
-// Bounded by the slots: the sender cannot send more than the link's ring holds, and when all
-// of it holds unfinished messages no chunk can arrive anymore, so the oldest is given up.
-void Node::assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot) {
-  p.hold(slot);
-  p.link = in.link;
-  ++in.assembling;
-  if (!(slot.flags & transport::kFlagMore)) return deliver_assembled(p, in);
-  if (in.assembling < in.link->slots()) return;
-  Partial* victim = nullptr;
-  partials_.for_each([&](Partial& q) {
-    if (q.mode == Partial::Mode::kAssemble && q.link == in.link && q.held > 0 &&
-        (!victim || q.last_use < victim->last_use)) {
-      victim = &q;
-    }
-  });
-  if (victim) abandon(*victim, dropped_reassembly_full_);
-}
-
-// The last chunk is here: the stage sees the message whole (copied together), and a relay
-// sends the result on from the same slots, as chunks again.
-void Node::deliver_assembled(Partial& p, Inbound& in) {
-  const uint32_t slot_size = spec_->slot_size;
-  const uint32_t chunks = p.held;
-  const size_t room = size_t{chunks} * slot_size;
-  if (scratch_.size() < room) scratch_.resize(room);  // grows to the largest message, once
-  uint16_t flags = 0;
-  size_t length = 0;
-  for (transport::Slot* s = p.first; s; s = s->next) {
-    std::memcpy(scratch_.data() + length, s->payload(), s->length);
-    length += s->length;
-    flags |= s->flags & transport::kFlagCrc32cTrailer;
-  }
-  in.assembling -= chunks;
-  transport::Slot* list = p.take();
-  hoprelay_msg msg{reinterpret_cast<uint8_t*>(scratch_.data()),
-                   static_cast<uint32_t>(std::min<size_t>(length, UINT32_MAX)),
-                   static_cast<uint32_t>(std::min<size_t>(room, UINT32_MAX)),
-                   p.origin,
-                   flags,
-                   p.seq,
-                   0};
-  bool forward = run_stage(msg) == HOPRELAY_FORWARD && !active_.empty();
-  size_t offset = 0;
-  uint32_t index = 0;
-  for (transport::Slot* s = list; s;) {
-    transport::Slot* next = s->next;  // route() may release s
-    s->next = nullptr;
-    size_t n = std::min<size_t>(slot_size, msg.length - offset);
-    if (!forward || (n == 0 && index > 0)) {
-      consume(*s->link, *s);
-    } else {
-      std::memcpy(s->payload(), scratch_.data() + offset, n);
-      offset += n;
-      s->length = static_cast<uint32_t>(n);
-      s->chunk = index++;
-      s->flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
-                                       (offset < msg.length ? transport::kFlagMore : 0));
-      route(*s, &p);
-    }
-    s = next;
-  }
-}
-
-void Node::abandon(Partial& p, HotCounters::Ref& reason) {
-  if (p.mode == Partial::Mode::kAssemble) {
-    Inbound* in = p.link ? inbound_of(*p.link) : nullptr;
-    if (in) in->assembling -= p.held;
-    consume_held(p);
-  }
-  reason.add();
-  p.mode = Partial::Mode::kDiscard;
-}
-
-void Node::consume_held(Partial& p) {
-  for (transport::Slot* s = p.take(); s;) {
-    transport::Slot* next = s->next;
-    s->next = nullptr;
-    consume(*s->link, *s);
-    s = next;
-  }
-}
-
 void Node::route(transport::Slot& slot, Partial* p) {
   ++held_;
   if (spec_->route == config::Route::kBroadcast) {
@@ -447,29 +282,33 @@ void Node::route(transport::Slot& slot, Partial* p) {
     }
     return;
   }
-  // One branch per message: the chunks of a message follow the branch of its first.
-  size_t branch = 0;
-  if (p && p->routed && p->branch < active_.size()) {
-    branch = p->branch;
-  } else if (spec_->route == config::Route::kRoundRobin) {
-    branch = round_robin_++ % active_.size();
-  } else {
-    branch = origin_branch(slot.origin, active_.size());
+  // One branch per message: the chunks of a message follow the branch of its first, even
+  // when a reload has removed that branch since (it is closed once they are acknowledged).
+  Downstream* d = p ? branch_of(*p) : nullptr;
+  if (!d && spec_->route == config::Route::kRoundRobin) {
+    d = active_[round_robin_++ % active_.size()];
+  } else if (!d) {
+    d = active_[origin_branch(slot.origin, active_.size())];
   }
-  if (p) {
-    p->routed = true;
-    p->branch = branch;
-  }
+  if (p) p->downstream = d;
   slot.refs = 1;
-  Downstream& d = *active_[branch];
-  d.waiting.push_back(&slot);
-  pump(d);
+  d->waiting.push_back(&slot);
+  pump(*d);
+}
+
+Node::Downstream* Node::branch_of(const Partial& p) {
+  if (!p.downstream) return nullptr;
+  for (auto& d : downstream_) {
+    if (d.get() == p.downstream) return d.get();
+  }
+  return nullptr;  // retired meanwhile
 }
 
 // Posts what this downstream has waiting, as far as its credits go.
 void Node::pump(Downstream& d) {
   if (d.dropping) return drop_waiting(d);
   while (!d.waiting.empty() && d.link && d.link->up()) {
+    if (d.open && !bring_open_forward(d)) break;  // the open message's next chunk is not here
     transport::Slot* s = d.waiting.front();
     if (s->length > d.link->max_payload()) {
       // Only possible when the peer runs another topology (validation requires downstream
@@ -484,6 +323,7 @@ void Node::pump(Downstream& d) {
             "dropping such messages (is it running another topology file?)",
             d.name, d.link->max_payload());
       }
+      note_posted(d, *s);
       if (--s->refs == 0) release(*s);
       continue;
     }
@@ -491,13 +331,36 @@ void Node::pump(Downstream& d) {
                           s->length, s->memory, s,        s->chunk};
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
+    note_posted(d, *s);
   }
+}
+
+bool Node::bring_open_forward(Downstream& d) {
+  for (size_t i = 0; i < d.waiting.size(); ++i) {
+    const transport::Slot* s = d.waiting.at(i);
+    if (s->origin == d.open_origin && s->seq == d.open_seq) {
+      if (i > 0) d.waiting.move_to_front(i);  // overtakes frames of other messages
+      return true;
+    }
+  }
+  return false;
+}
+
+void Node::note_posted(Downstream& d, const transport::Slot& s) {
+  if (!transport::is_chunk(s.flags, s.chunk)) return;
+  d.open = (s.flags & transport::kFlagMore) != 0;  // its last frame (or an abort) closes it
+  d.open_origin = s.origin;
+  d.open_seq = s.seq;
 }
 
 void Node::release(transport::Slot& slot) {
   --held_;
   residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
-  slot.link->release(slot);
+  if (slot.link) {
+    slot.link->release(slot);
+  } else {
+    free_aborts_.push_back(&slot);  // an abort frame of the node's own (send_abort)
+  }
   if (draining_) check_drained();
 }
 
@@ -564,6 +427,9 @@ void Node::on_outbound_up(transport::OutboundLink& link) {
 
 void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
   Downstream& d = downstream_of(link);
+  // What was not acknowledged comes back to the queue's front in its order, a chunked
+  // message from its first unacknowledged frame: the next link starts with nothing open.
+  d.open = false;
   d.metrics.up->Set(0);
   link_went_down(d);
 }
@@ -629,6 +495,7 @@ void Node::drop_waiting(Downstream& d) {
 
 void Node::tick() {
   stage_.flush();
+  abort_orphans();
   slots_in_use_->Set(static_cast<double>(held_));
   for (auto& d : downstream_) {
     d->queued->Set(static_cast<double>(d->waiting.size()));

@@ -20,7 +20,9 @@ Partial* PartialTable::find(uint32_t origin, uint64_t seq) {
 Partial& PartialTable::oldest() {
   Partial* oldest = nullptr;
   for (auto& p : entries_) {
-    if (p.used && (!oldest || p.last_use < oldest->last_use)) oldest = &p;
+    if (!p.used) continue;
+    if (p.mode == Partial::Mode::kDiscard) return p;  // costs nothing to forget
+    if (!oldest || p.last_use < oldest->last_use) oldest = &p;
   }
   return *oldest;
 }

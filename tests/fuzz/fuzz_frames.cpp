@@ -55,6 +55,7 @@ WireError check_header(const std::byte* in, uint32_t limit, FrameHeader& out) {
     FUZZ_CHECK(out.length <= limit);
     // An abort ends a message: nothing in it, nothing after it.
     if (out.flags & kFlagAbort) FUZZ_CHECK(out.length == 0 && !(out.flags & kFlagMore));
+    if (out.flags & kFlagMore) FUZZ_CHECK(out.chunk != UINT32_MAX);
     FUZZ_CHECK(out.credits == 0);  // data frames carry a chunk index there
   } else {
     FUZZ_CHECK(out.length <= kMaxControlPayload);

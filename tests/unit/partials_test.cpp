@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "hoprelay/daemon/ring_queue.h"
+
 namespace hoprelay::daemon {
 namespace {
 
@@ -31,6 +35,11 @@ TEST(Partials, BoundedAndTheLeastRecentlyUsedIsTheOneToGiveUp) {
   t.close(t.oldest());
   EXPECT_FALSE(t.full());
   EXPECT_EQ(t.open(7, 1000).seq, 1000u);
+  // One that holds nothing (being discarded) goes before any least recently used one.
+  Partial* discarding = t.find(7, 50);
+  ASSERT_NE(discarding, nullptr);
+  discarding->mode = Partial::Mode::kDiscard;
+  EXPECT_EQ(t.oldest().seq, 50u);
 }
 
 TEST(Partials, HeldChunksStayInOrderAndAreHandedOverOnce) {
@@ -48,6 +57,20 @@ TEST(Partials, HeldChunksStayInOrderAndAreHandedOverOnce) {
   uint32_t n = 0;
   for (transport::Slot* s = list; s; s = s->next) EXPECT_EQ(s, &slots[n++]);
   EXPECT_EQ(n, 3u);
+}
+
+TEST(RingQueue, AnItemCanOvertakeTheOnesBeforeIt) {
+  RingQueue<int> q(4);
+  for (int i = 0; i < 6; ++i) q.push_back(i);  // grown, and wrapped once popped
+  q.pop_front();
+  q.push_back(6);
+  q.move_to_front(3);  // 4 overtakes 1, 2, 3
+  std::vector<int> order;
+  while (!q.empty()) {
+    order.push_back(q.front());
+    q.pop_front();
+  }
+  EXPECT_EQ(order, (std::vector<int>{4, 1, 2, 3, 5, 6}));
 }
 
 }  // namespace

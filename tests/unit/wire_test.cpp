@@ -91,6 +91,15 @@ TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
   abort.flags = kFlagAbort | kFlagMore;
   b = encoded(abort);
   EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
+  // No chunk can follow the highest index.
+  FrameHeader wrap{FrameType::kData, kFlagMore, 10, 5, 99};
+  wrap.chunk = UINT32_MAX;
+  b = encoded(wrap);
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
+  wrap.flags = 0;
+  b = encoded(wrap);
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk)
+      << "as the last chunk it is fine";
 }
 
 TEST(Wire, RandomHeadersNeverDecodeOutOfLimits) {

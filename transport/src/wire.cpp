@@ -86,6 +86,8 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   if ((out.flags & kFlagAbort) && (out.length != 0 || (out.flags & kFlagMore))) {
     return WireError::kBadFlags;
   }
+  // A chunk announcing another after the last index there is would wrap the count.
+  if ((out.flags & kFlagMore) && out.chunk == UINT32_MAX) return WireError::kBadFlags;
   return WireError::kOk;
 }
 

@@ -88,12 +88,21 @@ class Node final : public transport::LinkEvents {
     transport::EventLoop::TimerId down_timer = 0;
     bool dropping = false;
     uint64_t dropped_while_down = 0;
+    // The chunked message being sent on this link: until its last frame is posted no other
+    // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
+    // come back in ring order: another message's frames between two chunks would fill its
+    // ring behind a held chunk, and neither message could finish (docs/protocol.md).
+    bool open = false;
+    uint32_t open_origin = 0;
+    uint64_t open_seq = 0;
   };
   struct Inbound {
     transport::InboundLink* link;
     PeerMetrics metrics;
     prometheus::Gauge* slots_in_use;
-    uint32_t assembling = 0;  // its slots holding chunks of messages not yet complete
+    // The message whose chunks this link's slots hold for reassembly (one at a time: senders
+    // do not interleave chunked messages on a link), or null.
+    Partial* assembling = nullptr;
   };
 
   Downstream& downstream_of(transport::OutboundLink& link);
@@ -107,6 +116,7 @@ class Node final : public transport::LinkEvents {
   // kStageSample. A FORWARD that grew the message past its capacity is an ERROR.
   hoprelay_verdict run_stage(hoprelay_msg& msg);
   // Chunks of a message larger than a slot (partials.h).
+  // (node_chunks.cpp)
   void on_chunk(Inbound& in, transport::Slot& slot);
   void forward_chunk(Partial& p, transport::Slot& slot);
   void assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot);
@@ -115,6 +125,20 @@ class Node final : public transport::LinkEvents {
   // and discards whatever else of it arrives.
   void abandon(Partial& p, HotCounters::Ref& reason);
   void consume_held(Partial& p);  // releases the chunks held for p (no count)
+  // An inbound link went down: forget the messages in passage from it (their sender sends
+  // them again); those partly forwarded already wait for the rest kOrphanTimeoutNs.
+  void forget_partials(transport::InboundLink& link);
+  // From tick(): ends downstream (an abort) the partly forwarded messages whose sender has
+  // not come back with the rest.
+  void abort_orphans();
+  static constexpr uint64_t kOrphanTimeoutNs = 5'000'000'000;
+  // Tells the downstream of a partly forwarded message that it ends here (an abort frame).
+  void send_abort(Partial& p);
+  // With a chunked message open on d's link, brings its next frame to the front of d's
+  // queue; false when that frame has not arrived yet.
+  bool bring_open_forward(Downstream& d);
+  void note_posted(Downstream& d, const transport::Slot& s);
+  Downstream* branch_of(const Partial& p);
   // Routes a message or chunk; the chunks of one message follow one branch (its Partial).
   void route(transport::Slot& slot, Partial* p = nullptr);
   void pump(Downstream& d);
@@ -145,6 +169,11 @@ class Node final : public transport::LinkEvents {
   DedupTable dedup_;
   PartialTable partials_;
   std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
+  // Abort frames the node itself sends (send_abort): a few header-only slots of its own.
+  static constexpr size_t kAbortSlots = 64;
+  std::vector<std::byte> abort_frames_;
+  std::vector<transport::Slot> abort_slots_;
+  std::vector<transport::Slot*> free_aborts_;
   size_t round_robin_ = 0;
   uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
   bool draining_ = false;

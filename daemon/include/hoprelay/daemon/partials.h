@@ -4,9 +4,10 @@
 // chunks are handled (decided at its first chunk, for all of them), the downstream branch its
 // chunks follow, and, when the stage needs whole messages, the chunks held for reassembly.
 //
-// Fixed capacity, no allocation: the number of messages passing through a node at once, chunk
-// by chunk, is small (one per origin and path); when all entries are taken the one used least
-// recently is given up (its message is counted as incomplete).
+// Fixed capacity, no allocation: senders never interleave two chunked messages on one link, so
+// a node has at most one message in passage per inbound link; when all entries are taken, one
+// that holds nothing (a message being discarded) goes first, else the one used least recently
+// (its message is counted as incomplete).
 #pragma once
 
 #include <array>
@@ -27,14 +28,18 @@ struct Partial {
   uint64_t seq = 0;
   uint32_t next_chunk = 0;
   Mode mode = Mode::kForward;
-  bool routed = false;  // `branch` chosen (route = round-robin / hash)
-  size_t branch = 0;
+  // route = round-robin / hash: the downstream (Node::Downstream) its first chunk went to.
+  const void* downstream = nullptr;
+  bool forwarded = false;  // kForward: chunks of it went downstream (an abort must end it)
+  // kForward, forwarded: when the link its chunks came on went down (0: not orphaned). The
+  // sender normally reconnects and sends the rest; if not, an abort ends it downstream.
+  uint64_t orphaned_ns = 0;
   // kAssemble: the chunks held, in order, linked through Slot::next, and their bytes.
   transport::Slot* first = nullptr;
   transport::Slot* last = nullptr;
   uint32_t held = 0;
   uint64_t bytes = 0;
-  transport::InboundLink* link = nullptr;  // where the held chunks arrived
+  transport::InboundLink* link = nullptr;  // the link its first chunk came on (and held ones)
   uint64_t last_use = 0;
   bool used = false;
 
@@ -57,11 +62,11 @@ struct Partial {
 
 class PartialTable {
  public:
-  static constexpr size_t kCapacity = 64;
+  static constexpr size_t kCapacity = 256;
 
   Partial* find(uint32_t origin, uint64_t seq);
   bool full() const { return used_ == kCapacity; }
-  // The entry used least recently (only when full()).
+  // The entry to give up when full(): one holding nothing first, else the least recently used.
   Partial& oldest();
   // A fresh entry for (origin, seq); requires !full().
   Partial& open(uint32_t origin, uint64_t seq);

@@ -26,6 +26,14 @@ class RingQueue {
     items_[--head_ & mask()] = v;
   }
   void clear() { head_ = tail_ = 0; }
+  // The i-th item from the front.
+  T& at(size_t i) { return items_[(head_ + i) & mask()]; }
+  // Moves the i-th item to the front, the ones before it back by one: O(i).
+  void move_to_front(size_t i) {
+    T v = at(i);
+    for (; i > 0; --i) at(i) = at(i - 1);
+    front() = v;
+  }
 
  private:
   static size_t round_up(size_t n) {

@@ -1,0 +1,252 @@
+// The chunk path of a Node: messages larger than a slot, which travel as chunks, one per slot
+// (docs/protocol.md, "Chunks"). node.cpp has the whole-message path every message starts on.
+//
+// Two rules keep it bounded and free of deadlocks:
+//  - a sender never interleaves two chunked messages, or a chunked message and other frames,
+//    on one link (Node::pump), so a receiver has at most one message in passage per link;
+//  - a node that reassembles holds a message's chunks in their slots (unacknowledged) until
+//    the last one, and gives the message up as soon as its link carries anything else.
+#include <cstring>
+
+#include "hoprelay/daemon/node.h"
+
+namespace hoprelay::daemon {
+
+using Mode = Partial::Mode;
+
+// One chunk: a replayed copy is dropped, the rest goes the way its message's first chunk
+// decided.
+void Node::on_chunk(Inbound& in, transport::Slot& slot) {
+  transport::InboundLink& link = *in.link;
+  const bool last = !(slot.flags & transport::kFlagMore);
+  const bool abort = slot.flags & transport::kFlagAbort;
+  Partial* p = partials_.find(slot.origin, slot.seq);
+  if (dedup_.seen(slot.origin, slot.seq)) {
+    // The whole message passed here already (or fell out of the window): a replay.
+    if (p) {
+      if (p->mode == Mode::kAssemble) abandon(*p, dropped_duplicate_);
+      partials_.close(*p);
+    }
+    dropped_duplicate_.add();
+    return consume(link, slot);
+  }
+  if (!p) {
+    // An abort for a message not in passage here ends nothing: its start never came.
+    if (abort) return consume(link, slot);
+    if (partials_.full()) {
+      Partial& victim = partials_.oldest();
+      if (victim.mode == Mode::kAssemble) abandon(victim, dropped_incomplete_);
+      if (victim.mode == Mode::kForward && victim.forwarded) send_abort(victim);
+      partials_.close(victim);
+    }
+    p = &partials_.open(slot.origin, slot.seq);
+    p->next_chunk = slot.chunk;
+    p->link = &link;
+    if (stage_.chunkwise()) {
+      p->mode = Mode::kForward;
+    } else if (slot.chunk == 0) {
+      p->mode = Mode::kAssemble;
+    } else {
+      // Its first chunks are gone (given up here earlier): it cannot be made whole.
+      p->mode = Mode::kDiscard;
+      dropped_incomplete_.add();
+    }
+  }
+  if (slot.chunk < p->next_chunk) {
+    dropped_duplicate_.add();  // a chunk this node has taken already, replayed
+    return consume(link, slot);
+  }
+  if (p->mode == Mode::kAssemble && (slot.chunk > p->next_chunk || &link != p->link)) {
+    // Chunks were lost upstream (dropped for a peer down), or this copy comes another way
+    // (a node fed by two paths): the copy being reassembled is what counts.
+    if (&link != p->link) {
+      dropped_duplicate_.add();
+      return consume(link, slot);
+    }
+    abandon(*p, dropped_incomplete_);
+  }
+  p->next_chunk = slot.chunk + 1;
+  p->link = p->mode == Mode::kAssemble ? p->link : &link;  // where the rest will come from
+  p->orphaned_ns = 0;
+  if (abort) {
+    // Ended upstream, incomplete: pass the end on, or give up what was held for it. Not
+    // recorded as seen: the message was not delivered, and a replay may still bring it.
+    if (p->mode == Mode::kForward && p->forwarded && !active_.empty()) {
+      route(slot, p);
+    } else {
+      if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_);
+      consume(link, slot);
+    }
+    return partials_.close(*p);
+  }
+  // From its last frame on, any copy of the message is a replay.
+  if (last) dedup_.first_time(slot.origin, slot.seq);
+  if (p->mode == Mode::kForward) {
+    forward_chunk(*p, slot);
+  } else if (p->mode == Mode::kAssemble) {
+    assemble_chunk(*p, in, slot);
+  } else {
+    consume(link, slot);
+  }
+  if (last) partials_.close(*p);
+}
+
+// Cut-through: the chunk passes the stage and goes on now, not once its message is complete.
+void Node::forward_chunk(Partial& p, transport::Slot& slot) {
+  hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
+                   slot.length,
+                   spec_->slot_size,
+                   slot.origin,
+                   static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
+                   slot.seq,
+                   slot.chunk};
+  if (run_stage(msg) != HOPRELAY_FORWARD) {
+    // Dropped (counted once: the rest of the message is discarded without the stage). When
+    // earlier chunks went downstream already, an abort in this chunk's place ends it there.
+    p.mode = Mode::kDiscard;
+    if (!p.forwarded || active_.empty()) return consume(*slot.link, slot);
+    slot.length = 0;
+    slot.flags = transport::kFlagAbort;
+    return route(slot, &p);
+  }
+  if (active_.empty()) return consume(*slot.link, slot);
+  slot.length = msg.length;
+  slot.flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
+                                     (slot.flags & transport::kFlagMore));
+  p.forwarded = true;
+  route(slot, &p);
+}
+
+// The stage needs the whole message: hold the chunk in its slot until the last one is here.
+void Node::assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot) {
+  p.hold(slot);
+  in.assembling = &p;
+  if (!(slot.flags & transport::kFlagMore)) return deliver_assembled(p, in);
+  // Every slot of the link holds this message and it is still not complete: only a sender
+  // that ignores the pipeline's largest message (min slots x min slot_size) does that.
+  if (p.held >= in.link->slots()) abandon(p, dropped_reassembly_full_);
+}
+
+// The last chunk is here: the stage sees the message whole (copied together), and a relay
+// sends the result on from the same slots, as chunks again.
+void Node::deliver_assembled(Partial& p, Inbound& in) {
+  in.assembling = nullptr;
+  if (p.bytes > UINT32_MAX) return abandon(p, dropped_incomplete_);  // beyond any message size
+  const uint32_t slot_size = spec_->slot_size;
+  const size_t room = size_t{p.held} * slot_size;
+  if (scratch_.size() < room) scratch_.resize(room);  // grows to the largest message, once
+  uint16_t flags = 0;
+  size_t length = 0;
+  for (transport::Slot* s = p.first; s; s = s->next) {
+    std::memcpy(scratch_.data() + length, s->payload(), s->length);
+    length += s->length;
+    flags |= s->flags & transport::kFlagCrc32cTrailer;
+  }
+  transport::Slot* list = p.take();
+  hoprelay_msg msg{reinterpret_cast<uint8_t*>(scratch_.data()),
+                   static_cast<uint32_t>(length),
+                   static_cast<uint32_t>(std::min<size_t>(room, UINT32_MAX)),
+                   p.origin,
+                   flags,
+                   p.seq,
+                   0};
+  const bool forward = run_stage(msg) == HOPRELAY_FORWARD && !active_.empty();
+  size_t offset = 0;
+  uint32_t index = 0;
+  for (transport::Slot* s = list; s;) {
+    transport::Slot* next = s->next;  // route() may release s
+    s->next = nullptr;
+    size_t n = std::min<size_t>(slot_size, msg.length - offset);
+    if (!forward || (n == 0 && index > 0)) {
+      consume(*s->link, *s);
+    } else {
+      std::memcpy(s->payload(), scratch_.data() + offset, n);
+      offset += n;
+      s->length = static_cast<uint32_t>(n);
+      s->chunk = index++;
+      s->flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
+                                       (offset < msg.length ? transport::kFlagMore : 0));
+      route(*s, &p);
+    }
+    s = next;
+  }
+}
+
+void Node::abandon(Partial& p, HotCounters::Ref& reason) {
+  if (p.mode == Mode::kAssemble) {
+    for (auto& in : inbound_) {
+      if (in.assembling == &p) in.assembling = nullptr;
+    }
+    consume_held(p);
+  }
+  reason.add();
+  p.mode = Mode::kDiscard;
+}
+
+void Node::consume_held(Partial& p) {
+  for (transport::Slot* s = p.take(); s;) {
+    transport::Slot* next = s->next;
+    s->next = nullptr;
+    consume(*s->link, *s);
+    s = next;
+  }
+}
+
+void Node::forget_partials(transport::InboundLink& link) {
+  partials_.for_each([&](Partial& p) {
+    if (p.link != &link) return;
+    if (p.mode == Mode::kForward && p.forwarded) {
+      // Its sender normally comes back and sends the rest (what this node has is dropped
+      // as replayed); abort_orphans() ends it downstream if it does not.
+      p.orphaned_ns = loop_.now_ns();
+      return;
+    }
+    // Held chunks were never acknowledged: the sender sends them all again, and the message
+    // starts afresh then (no drop).
+    if (p.mode == Mode::kAssemble) consume_held(p);
+    partials_.close(p);
+  });
+}
+
+void Node::abort_orphans() {
+  const uint64_t now = loop_.now_ns();
+  partials_.for_each([&](Partial& p) {
+    if (!p.orphaned_ns || now - p.orphaned_ns < kOrphanTimeoutNs) return;
+    // Its downstream holds its first chunks (a reassembling node, unacknowledged), and this
+    // link waits for its next one: neither can wait for a sender that is gone.
+    send_abort(p);
+    partials_.close(p);
+  });
+}
+
+void Node::send_abort(Partial& p) {
+  if (abort_slots_.empty()) {
+    // Header-only frames: each slot gets a frame buffer for its header and no payload room.
+    abort_frames_.resize(kAbortSlots * transport::kFrameHeaderSize);
+    abort_slots_.resize(kAbortSlots);
+    for (size_t i = 0; i < kAbortSlots; ++i) {
+      abort_slots_[i].frame = abort_frames_.data() + i * transport::kFrameHeaderSize;
+      free_aborts_.push_back(&abort_slots_[i]);
+    }
+  }
+  if (free_aborts_.empty() || active_.empty()) {
+    // Downstream then learns it from the next frame on the link (a reassembling node gives
+    // the message up on it); the link must not wait for the rest of the message any longer.
+    for (auto& d : downstream_) {
+      if (d->open && d->open_origin == p.origin && d->open_seq == p.seq) d->open = false;
+    }
+    return;
+  }
+  transport::Slot& s = *free_aborts_.back();
+  free_aborts_.pop_back();
+  s.origin = p.origin;
+  s.seq = p.seq;
+  s.chunk = p.next_chunk;
+  s.length = 0;
+  s.flags = transport::kFlagAbort;
+  s.link = nullptr;  // the node's own: release() gives it back to free_aborts_
+  s.arrived_ns = loop_.now_ns();
+  route(s, &p);
+}
+
+}  // namespace hoprelay::daemon
