@@ -146,6 +146,9 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   // Ring of posted frames: [acked_, written_) are on the wire awaiting credit,
   // [written_, tail_) still to write (written_off_ bytes of the first already sent).
   std::vector<TxEntry> tx_;
+  // flush(): small frames copied side by side, one iovec per run (rebuilt on every flush from
+  // tx_, so a partial write needs nothing kept here).
+  std::vector<std::byte> coalesce_;
   uint64_t acked_ = 0;
   uint64_t written_ = 0;
   uint64_t tail_ = 0;
