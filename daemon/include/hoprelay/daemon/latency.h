@@ -1,6 +1,8 @@
-// Latency histograms the data loop can afford: one relaxed atomic add per observation (no
-// lock: prometheus-cpp's Histogram takes a mutex per Observe), buckets from 1 microsecond, not
-// the web defaults. The metrics server's thread reads them through HistogramFamily::Collect.
+// Latency histograms the data loop can afford: no lock (prometheus-cpp's Histogram takes a
+// mutex per Observe) and no locked instruction: the event loop's thread is the only writer, so
+// an observation is a relaxed load and store per field, which the metrics server's thread reads
+// (HistogramFamily::Collect) without ever seeing a torn or decreasing value. Buckets from
+// 1 microsecond, not the web defaults.
 #pragma once
 
 #include <array>
@@ -26,15 +28,22 @@ class LatencyHistogram {
       10'000'000,    20'000'000,    50'000'000,   100'000'000, 200'000'000, 500'000'000,
       1'000'000'000, 2'000'000'000, 5'000'000'000};
 
+  // From the event loop's thread only (single writer).
   void observe_ns(uint64_t ns) {
     size_t i = 0;
     while (i < kBoundsNs.size() && ns > kBoundsNs[i]) ++i;
-    counts_[i].fetch_add(1, std::memory_order_relaxed);
-    sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+    bump(counts_[i], 1);
+    bump(sum_ns_, ns);
   }
   void collect(prometheus::ClientMetric& out) const;
 
  private:
+  // A fetch_add without its lock prefix (the two locked adds of the residence histogram took
+  // a relay at 64 B about 10% of its time): correct because there is one writer.
+  static void bump(std::atomic<uint64_t>& v, uint64_t by) {
+    v.store(v.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+
   std::array<std::atomic<uint64_t>, kBoundsNs.size() + 1> counts_{};  // last: +Inf
   std::atomic<uint64_t> sum_ns_{0};
 };
