@@ -22,9 +22,12 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
   const bool abort = slot.flags & transport::kFlagAbort;
   Partial* p = partials_.find(slot.origin, slot.seq);
   if (dedup_.seen(slot.origin, slot.seq)) {
-    // The whole message passed here already (or fell out of the window): a replay.
+    // The whole message passed here already (or fell out of the window): a replay. What
+    // this copy started is given up; a link it opened downstream is ended (an abort), or
+    // that link would wait for the rest of it forever.
     if (p) {
       if (p->mode == Mode::kAssemble) abandon(*p, dropped_duplicate_);
+      if (p->mode == Mode::kForward && p->forwarded) send_abort(*p);
       partials_.close(*p);
     }
     dropped_duplicate_.add();

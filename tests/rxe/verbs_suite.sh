@@ -444,6 +444,96 @@ T
     "$(ratio "$one" "$wbw")" "$three" "$(ratio "$three" "$wbw")"
 }
 
+# Latency at 64 B, hoprelay beside perftest, same VM run. hoprelay: `hoprelay send --stamp` at
+# 1000 msg/s into one leaf (one hop) and into a -> b -> c, the bench-latency stage
+# (bench/latency_stage.c) at the leaf; p50 from its histogram. perftest: ib_send_lat and
+# ib_write_lat (half the round trip, median = t_typical), which busy-poll by default: so one
+# hop is measured both ways, completion events (poll = "event", against ib_send_lat -e) and
+# busy polling (node and producer poll = "busy"). The chain runs with events: four busy
+# pollers on two vCPUs would measure the scheduler. Reported, never asserted.
+latency() {
+  local t="$WORK/lat.toml" dir="$WORK/lat" plugin="$BUILD/bench/bench_latency_stage.so"
+  [[ -f $plugin ]] || { say "latency: $plugin not built, skipped"; return; }
+  mkdir -p "$dir"
+  local stage="{ plugin = \"$plugin\", dir = \"$dir\" }"
+  cat >"$t" <<T
+[pipeline]
+name = "lat"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 64
+[nodes.one]
+listen = "$RXE_IP:7191"
+stage = $stage
+[nodes.busy]
+listen = "$RXE_IP:7197"
+poll = "busy"
+stage = $stage
+[nodes.la]
+listen = "$RXE_IP:7192"
+downstream = ["lb"]
+[nodes.lb]
+listen = "$RXE_IP:7193"
+downstream = ["lc"]
+[nodes.lc]
+listen = "$RXE_IP:7194"
+stage = $stage
+T
+  for n in one lc lb la; do start "$t" $n; done
+  local n=${RXE_LAT_COUNT:-3000}
+  timeout 60 "$HOPRELAY" send --topology "$t" --to one --count "$n" --size 64 --rate 1000 \
+    --stamp --origin 901 --connect-timeout 20 >/dev/null 2>&1 || fail "latency: send to one failed"
+  timeout 60 "$HOPRELAY" send --topology "$t" --to la --count "$n" --size 64 --rate 1000 \
+    --stamp --origin 902 --connect-timeout 20 >/dev/null 2>&1 || fail "latency: send to la failed"
+  stop_all  # the stage writes its histograms at destroy
+  # Alone: the busy-polling node and its producer want both vCPUs.
+  start "$t" busy
+  timeout 60 "$HOPRELAY" send --topology "$t" --to busy --count "$n" --size 64 --rate 1000 \
+    --stamp --origin 903 --connect-timeout 20 >/dev/null 2>&1 || fail "latency: send to busy failed"
+  stop_all
+  local one busy chain slat selat wlat
+  one=$(p50_us "$dir/one-901.lat")
+  busy=$(p50_us "$dir/busy-903.lat")
+  chain=$(p50_us "$dir/lc-902.lat")
+  slat=$(perf_lat ib_send_lat 7195)
+  selat=$(perf_lat ib_send_lat 7198 -e)
+  wlat=$(perf_lat ib_write_lat 7196)
+  {
+    echo "verbs latency at 64 B, 1000 msg/s (one VM run; p50 in us; perftest: t_typical):"
+    printf '  %-34s %8s\n' "ib_send_lat (busy polling)" "$slat" "ib_send_lat -e (events)" \
+      "$selat" "ib_write_lat" "$wlat"
+    printf '  %-34s %8s   %s x ib_send_lat\n' "hoprelay one hop, poll = busy" "$busy" \
+      "$(ratio "$busy" "$slat")"
+    printf '  %-34s %8s   %s x ib_send_lat -e\n' "hoprelay one hop, poll = event" "$one" \
+      "$(ratio "$one" "$selat")"
+    printf '  %-34s %8s\n' "hoprelay three hops (->la->lb->lc)" "$chain"
+    local added
+    added=$(python3 -c "import sys; a,b=map(float,sys.argv[1:]); print(f'{(b-a)/2:.1f}')" \
+      "$one" "$chain" 2>/dev/null || echo n/a)
+    printf '  %-34s %8s   %s x ib_send_lat -e (target <= 2)\n' \
+      "added per relay ((three-one)/2)" "$added" "$(ratio "$added" "$selat")"
+  } | tee -a "$WORK/bench.txt"
+}
+p50_us() { # p50_us FILE -> p50 in microseconds of a latency_hist.h file ("count N",
+  # "invalid N", then "LOW_NS HIGH_NS N" per bucket; the midpoint of the median's bucket, as
+  # bench/report.py computes it: the guest cannot see the checkout, only the build directory)
+  awk '$1 == "count" { c = $2; next } $1 == "invalid" { next }
+       { lo[++k] = $1; hi[k] = $2; n[k] = $3 }
+       END { r = int((c + 1) / 2); for (i = 1; i <= k; i++) { s += n[i];
+             if (s >= r) { printf "%.1f\n", (lo[i] + hi[i]) / 2000; exit } } print "n/a" }' \
+    "$1" 2>/dev/null || echo n/a
+}
+perf_lat() { # perf_lat TOOL PORT [OPTION] -> t_typical (median) in us at 64 B
+  local tool=$1 p=$2 opt=${3:-}
+  timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" $opt >"$WORK/$tool.server" 2>&1 &
+  local spid=$!
+  for _ in $(seq 100); do ss -Hltn "sport = :$p" | grep -q . && break; sleep 0.05; done
+  timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" $opt "$RXE_IP" \
+    >"$WORK/$tool.client" 2>&1
+  wait "$spid"
+  awk '$1 == 64 && NF >= 5 { v = $5 } END { print v }' "$WORK/$tool.client"
+}
+ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print(f'{float(a)/float(b):.2f}' if a and b and float(b) > 0 else 'n/a')" "$1" "$2" 2>/dev/null || echo n/a; }
 perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
   local tool=$1 p=$2 size=$3 run=(-D 2)
   # Large messages by iterations (~128 MiB): by duration, perftest reported 0 Gb/s for the
