@@ -69,7 +69,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     abandon(*p, dropped_incomplete_);
   }
   p->next_chunk = slot.chunk + 1;
-  p->link = p->mode == Mode::kAssemble ? p->link : &link;  // where the rest will come from
+  if (p->mode != Mode::kAssemble) p->link = &link;  // where the rest will come from
   p->orphaned_ns = 0;
   if (abort) {
     // Ended upstream, incomplete: pass the end on, or give up what was held for it. Not

@@ -209,9 +209,7 @@ TEST(Auth, ASenderRefusesADownstreamThatDoesNotProveTheKey) {
   ASSERT_TRUE(wait_until([&] { return !scrape(p.node("a").metrics).empty(); }, 10s));
   // a holds the messages: it does not send them to a peer that cannot prove the key (so the
   // producer, which waits for a's acknowledgements, is still running).
-  Process producer({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a",
-                    "--count", "300", "--size", "256"},
-                   dir / "send.log");
+  auto producer = p.start_send("a", 300, 256);
   ASSERT_TRUE(wait_until(
       [&] {
         return read_file(dir / "a.log").find("did not authenticate itself") != std::string::npos;
@@ -225,7 +223,7 @@ TEST(Auth, ASenderRefusesADownstreamThatDoesNotProveTheKey) {
   p.start("b");
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 300); }, 30s))
       << read_file(dir / "a.log") << read_file(dir / "b.log");
-  EXPECT_EQ(producer.wait(20s), 0) << producer.output();
+  EXPECT_EQ(producer->wait(20s), 0) << producer->output();
   p.stop_all();
   expect_clean(read_report(dir / "b.json"), 300);
 }

@@ -144,15 +144,9 @@ TEST(Chunks, ConcurrentProducersNeverInterleaveChunksOnALink) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {"c"}}, {"c", {}, sink(dir, "c")}});
   p.start_all();
-  auto producer = [&](const char* name, const char* count, const char* size) {
-    return std::make_unique<Process>(
-        std::vector<std::string>{HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to",
-                                 "a", "--count", count, "--size", size},
-        dir / (std::string(name) + ".log"));
-  };
-  auto p1 = producer("p1", "300", "200000");  // 13 chunks
-  auto p2 = producer("p2", "300", "150000");  // 10 chunks
-  auto p3 = producer("p3", "5000", "1000");   // whole messages
+  auto p1 = p.start_send("a", 300, 200000, {}, "p1.log");  // 13 chunks
+  auto p2 = p.start_send("a", 300, 150000, {}, "p2.log");  // 10 chunks
+  auto p3 = p.start_send("a", 5000, 1000, {}, "p3.log");   // whole messages
   for (auto* pr : {p1.get(), p2.get(), p3.get()}) EXPECT_EQ(pr->wait(60s), 0) << pr->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", 5600); }, 20s))
       << read_file(dir / "c.json");
@@ -169,12 +163,10 @@ TEST(Chunks, AProducerGoneMidMessageHoldsTheLinkOnlyUntilTheOrphanTimeout) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
   p.start_all();
-  Process doomed({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a", "--count",
-                  "100000", "--size", "400000"},  // 25 chunks each, unpaced
-                 dir / "doomed.log");
+  auto doomed = p.start_send("a", 100000, 400000, {}, "doomed.log");  // 25 chunks each, unpaced
   ASSERT_TRUE(wait_until([&] { return received(p.node("b")) > 100; }, 10s));
-  doomed.signal(SIGKILL);
-  doomed.wait(5s);
+  doomed->signal(SIGKILL);
+  doomed->wait(5s);
   const double before = read_report(dir / "b.json").received;
   RunResult r = p.send("a", 200, 1000);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -195,14 +187,12 @@ TEST(Chunks, RelayAndSinkKilledMidMessageLoseAndDuplicateNothing) {
   Pipeline p(dir, {{"a", {"b"}}, {"b", {"c"}}, {"c", {}, sink(dir, "c")}});
   p.start_all();
   constexpr uint64_t kMessages = 3000;
-  Process producer({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a",
-                    "--count", std::to_string(kMessages), "--size", "100000", "--rate", "600"},
-                   dir / "send.log");
+  auto producer = p.start_send("a", kMessages, 100000, {"--rate", "600"});
   for (const char* victim : {"b", "b", "c"}) {
     std::this_thread::sleep_for(1200ms);
     p.crash_and_restart(victim);
   }
-  EXPECT_EQ(producer.wait(120s), 0) << producer.output();
+  EXPECT_EQ(producer->wait(120s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 20s))
       << read_file(dir / "c.json");
   p.stop_all();

@@ -22,12 +22,8 @@ struct Chain {
                 {"c", {}, sink(dir, "c")}}) {
     p.start_all();
   }
-  std::unique_ptr<Process> send(const TempDir& dir) {
-    return std::make_unique<Process>(
-        std::vector<std::string>{HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to",
-                                 "a", "--count", std::to_string(kMessages), "--size", "256",
-                                 "--rate", kRate, "--log-level", "info"},
-        dir / "send.log");
+  std::unique_ptr<Process> send() {
+    return p.start_send("a", kMessages, 256, {"--rate", kRate, "--log-level", "info"});
   }
   Pipeline p;
 };
@@ -48,7 +44,7 @@ void finish(const TempDir& dir, Chain& chain, Process& producer, long long max_r
 TEST(Faults, MiddleRelayKilledThreeTimesMidStream) {
   TempDir dir;
   Chain chain(dir);
-  auto producer = chain.send(dir);
+  auto producer = chain.send();
   for (int i = 0; i < 3; ++i) {
     std::this_thread::sleep_for(1000ms);
     chain.p.crash_and_restart("b");
@@ -61,7 +57,7 @@ TEST(Faults, MiddleRelayKilledThreeTimesMidStream) {
 TEST(Faults, SinkKilledAndRestartedResumes) {
   TempDir dir;
   Chain chain(dir);
-  auto producer = chain.send(dir);
+  auto producer = chain.send();
   std::this_thread::sleep_for(1500ms);
   chain.p.crash_and_restart("c");
   // What the dead sink consumed but had not acknowledged comes again: at most a ring of
@@ -72,7 +68,7 @@ TEST(Faults, SinkKilledAndRestartedResumes) {
 TEST(Faults, HeadKilledAndRestartedProducerReplays) {
   TempDir dir;
   Chain chain(dir);
-  auto producer = chain.send(dir);
+  auto producer = chain.send();
   std::this_thread::sleep_for(1500ms);
   chain.p.crash_and_restart("a");
   finish(dir, chain, *producer);
@@ -81,7 +77,7 @@ TEST(Faults, HeadKilledAndRestartedProducerReplays) {
 TEST(Faults, LinksCutUnderTraffic) {
   TempDir dir;
   Chain chain(dir);
-  auto producer = chain.send(dir);
+  auto producer = chain.send();
   for (int i = 0; i < 4; ++i) {
     std::this_thread::sleep_for(800ms);
     // Destroy the TCP connections a -> b and b -> c in the kernel, as a failing network would.

@@ -97,9 +97,7 @@ TEST(HostileInput, EveryMalformedFrameClosesOnlyItsLink) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
   p.start_all();
-  Process producer({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a",
-                    "--count", "20000", "--size", "300", "--rate", "4000"},
-                   dir / "send.log");
+  auto producer = p.start_send("a", 20000, 300, {"--rate", "4000"});
   const uint16_t port = p.node("b").port;
   auto errors = [&](const char* kind) {
     return metric_value(scrape(p.node("b").metrics), "hoprelay_protocol_errors_total",
@@ -173,7 +171,7 @@ TEST(HostileInput, EveryMalformedFrameClosesOnlyItsLink) {
   EXPECT_GE(metric_value(scrape(p.node("b").metrics), "hoprelay_protocol_errors_total"),
             cases.size());
   // b kept serving its real upstream throughout: everything arrived, exactly once.
-  EXPECT_EQ(producer.wait(60s), 0) << producer.output();
+  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 20000); }, 10s));
   p.stop_all();
   expect_clean(read_report(dir / "b.json"), 20000);

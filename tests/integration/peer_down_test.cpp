@@ -45,19 +45,17 @@ struct FanOut {
   double dropped_peer_down() {
     return a_metric("hoprelay_messages_dropped_total", "reason=\"peer_down\"");
   }
-  std::unique_ptr<Process> send_async(const TempDir& dir, const std::string& rate = "") {
-    std::vector<std::string> argv{HOPRELAY_BIN, "send", "--topology", p.topology().string(),
-                                  "--to",       "a",    "--count",    std::to_string(kMessages),
-                                  "--size",     "256"};
-    if (!rate.empty()) argv.insert(argv.end(), {"--rate", rate});
-    return std::make_unique<Process>(argv, dir / "send.log");
+  std::unique_ptr<Process> send_async(const std::string& rate = "") {
+    return p.start_send(
+        "a", kMessages, 256,
+        rate.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--rate", rate});
   }
   // Starts b and a without c, and a producer that a's broadcast to the absent c blocks: a
   // ends up holding every slot of the producer's link (the gauge is sampled once a second)
   // and has dropped nothing.
-  std::unique_ptr<Process> send_blocked_by_c(const TempDir& dir) {
+  std::unique_ptr<Process> send_blocked_by_c() {
     start_without_c();
-    auto producer = send_async(dir);
+    auto producer = send_async();
     EXPECT_TRUE(wait_until([&] { return a_metric("hoprelay_slots_in_use") == 32; }, 10s));
     EXPECT_TRUE(producer->running()) << "the producer finished although c is down";
     EXPECT_EQ(dropped_peer_down(), 0);
@@ -117,7 +115,7 @@ TEST(PeerDown, DropAfterReleasesWhatAKilledPeerHadNotAcknowledged) {
   TempDir dir;
   FanOut f(dir, kDropAfter);
   f.p.start_all();
-  auto producer = f.send_async(dir, "10000");
+  auto producer = f.send_async("10000");
   ASSERT_TRUE(wait_until(
       [&] { return f.a_metric("hoprelay_messages_forwarded_total", "peer=\"c\"") >= 3000; }, 10s));
   f.p.proc("c").signal(SIGKILL);
@@ -140,7 +138,7 @@ TEST(PeerDown, DropAfterReleasesWhatAKilledPeerHadNotAcknowledged) {
 TEST(PeerDown, BlockByDefaultHoldsTheBranchUntilThePeerComes) {
   TempDir dir;
   FanOut f(dir, "peer_down_timeout = \"100ms\"\n");
-  auto producer = f.send_blocked_by_c(dir);
+  auto producer = f.send_blocked_by_c();
   ASSERT_FALSE(HasFailure());
   f.p.start("c");
   EXPECT_EQ(producer->wait(60s), 0) << producer->output();
@@ -155,7 +153,7 @@ TEST(PeerDown, BlockByDefaultHoldsTheBranchUntilThePeerComes) {
 TEST(PeerDown, ReloadToDropAfterReleasesABlockedBranch) {
   TempDir dir;
   FanOut f(dir, "");
-  auto producer = f.send_blocked_by_c(dir);
+  auto producer = f.send_blocked_by_c();
   ASSERT_FALSE(HasFailure());
   f.p.change([](std::vector<NodeDef>& nodes) { nodes[0].extra += std::string("\n") + kDropAfter; });
   f.p.proc("a").signal(SIGHUP);

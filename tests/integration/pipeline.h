@@ -120,13 +120,17 @@ class Pipeline {
     throw std::runtime_error("no node " + name);
   }
 
+  // `hoprelay send` of `count` generated messages of `size` bytes to `to`, to completion.
   RunResult send(const std::string& to, uint64_t count, uint32_t size,
-                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{
-        HOPRELAY_BIN, "send",    "--topology",          topology_.string(), "--to",
-        to,           "--count", std::to_string(count), "--size",           std::to_string(size)};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return run(argv);
+                 const std::vector<std::string>& extra = {}) {
+    return run(send_argv(to, count, size, extra));
+  }
+  // The same in the background, its output in `log` (in the test's directory): traffic to
+  // fail nodes under, or several producers at once.
+  std::unique_ptr<Process> start_send(const std::string& to, uint64_t count, uint32_t size,
+                                      const std::vector<std::string>& extra = {},
+                                      const std::string& log = "send.log") {
+    return std::make_unique<Process>(send_argv(to, count, size, extra), dir_ / log);
   }
 
   // SIGTERM to every daemon, head first; each must drain and exit 0.
@@ -143,6 +147,15 @@ class Pipeline {
   const fs::path& topology() const { return topology_; }
 
  private:
+  std::vector<std::string> send_argv(const std::string& to, uint64_t count, uint32_t size,
+                                     const std::vector<std::string>& extra) const {
+    std::vector<std::string> argv{
+        HOPRELAY_BIN, "send",    "--topology",          topology_.string(), "--to",
+        to,           "--count", std::to_string(count), "--size",           std::to_string(size)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
   const TempDir& dir_;
   std::vector<NodeDef> nodes_;
   std::string pipeline_extra_;

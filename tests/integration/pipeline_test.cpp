@@ -137,20 +137,17 @@ TEST(Pipeline, StalledSinkPushesBackWithBoundedMemoryAndNoLoss) {
   Pipeline p(dir, {{"a", {"b"}}, {"b", {"c"}}, {"c", {}, sink(dir, "c")}});
   p.start_all();
   p.proc("c").signal(SIGSTOP);  // the sink stops consuming
-  std::vector<std::string> argv{HOPRELAY_BIN, "send", "--topology", p.topology().string(),
-                                "--to",       "a",    "--count",    "5000",
-                                "--size",     "16384"};
-  Process producer(argv, dir / "send.log");
+  auto producer = p.start_send("a", 5000, 16384);
   // 5000 x 16 KiB = 80 MB offered; with 32 slots a hop, at most ~64 messages fit in flight.
   std::this_thread::sleep_for(2s);
-  EXPECT_TRUE(producer.running()) << "the producer finished although the sink is stopped";
+  EXPECT_TRUE(producer->running()) << "the producer finished although the sink is stopped";
   long rss_a = p.proc("a").rss_kib(), rss_b = p.proc("b").rss_kib();
   EXPECT_LT(rss_a, 64 * 1024) << "head node memory grew beyond its slots";
   EXPECT_LT(rss_b, 64 * 1024) << "relay memory grew beyond its slots";
   std::string am = scrape(p.node("a").metrics);
   EXPECT_LE(metric_value(am, "hoprelay_messages_received_total"), 32 * 3);
   p.proc("c").signal(SIGCONT);
-  EXPECT_EQ(producer.wait(60s), 0) << producer.output();
+  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", 5000); }, 5s));
   p.stop_all();
   expect_clean(read_report(dir / "c.json"), 5000);
@@ -258,9 +255,7 @@ TEST(Pipeline, StatusShowsEveryNodeInOneTable) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
   p.start_all();
-  Process producer({HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to", "a",
-                    "--count", "4000", "--size", "64", "--rate", "1000"},
-                   dir / "send.log");
+  auto producer = p.start_send("a", 4000, 64, {"--rate", "1000"});
   std::this_thread::sleep_for(500ms);
   RunResult r = run({HOPRELAY_BIN, "status", "--topology", p.topology().string()});
   ASSERT_EQ(r.code, 0) << r.output;
@@ -271,7 +266,7 @@ TEST(Pipeline, StatusShowsEveryNodeInOneTable) {
   EXPECT_GT(std::stoi(m[1]), 300) << r.output;
   EXPECT_GT(std::stoi(m[2]), 300) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nb +up +tcp +1 +0/0 )"))) << r.output;
-  EXPECT_EQ(producer.wait(30s), 0);
+  EXPECT_EQ(producer->wait(30s), 0);
   // A node that does not answer is shown as down, and status says so in its exit code.
   p.proc("b").signal(SIGTERM);
   EXPECT_EQ(p.proc("b").wait(20s), 0);

@@ -13,12 +13,8 @@ namespace {
 
 constexpr uint64_t kMessages = 60000;
 
-std::unique_ptr<Process> paced_send(const TempDir& dir, Pipeline& p) {
-  return std::make_unique<Process>(
-      std::vector<std::string>{HOPRELAY_BIN, "send", "--topology", p.topology().string(), "--to",
-                               "a", "--count", std::to_string(kMessages), "--size", "200", "--rate",
-                               "15000"},
-      dir / "send.log");
+std::unique_ptr<Process> paced_send(Pipeline& p) {
+  return p.start_send("a", kMessages, 200, {"--rate", "15000"});
 }
 
 double reload_ok(Pipeline& p, const std::string& node) {
@@ -34,7 +30,7 @@ TEST(Reload, DownstreamAddedRefusalsAndStageChangeUnderTraffic) {
               {"c1", {}, sink(dir, "c1")},
               {"c2", {}, sink(dir, "c2")}});
   p.start_all();
-  auto producer = paced_send(dir, p);
+  auto producer = paced_send(p);
   std::this_thread::sleep_for(1000ms);
 
   // 1. A file that does not validate: refused with its line and column, b runs on.
@@ -94,7 +90,7 @@ TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
                    {"c1", {}, sink(dir, "c1")},
                    {"c2", {}, sink(dir, "c2")}});
   p.start_all();
-  auto producer = paced_send(dir, p);
+  auto producer = paced_send(p);
   std::this_thread::sleep_for(1500ms);
   p.change([](auto& nodes) { nodes[1].downstream = {"c1"}; });
   p.proc("b").signal(SIGHUP);
