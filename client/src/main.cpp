@@ -1,18 +1,18 @@
 // hoprelay: the operator's command line. validate and graph read a topology file; send is the
-// producer that feeds a head node.
+// producer that feeds a head node, recv a consumer that runs a leaf node (both on libhoprelay).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
-#include <random>
+#include <map>
 
 #include "hoprelay/config/topology.h"
 #include "hoprelay/stages/pattern.h"
 #include "hoprelay/transport/log.h"
-#include "producer.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "status.h"
+#include "streams.h"
 
 namespace {
 
@@ -31,13 +31,6 @@ std::optional<Topology> load_or_report(const std::string& path,
     std::cerr << path << ": error: " << e.what() << "\n";
   }
   return std::nullopt;
-}
-
-uint32_t default_origin() {
-  // Distinct per run and per host so that two producers never share an origin by accident.
-  std::random_device rd;
-  uint32_t o = rd() ^ (static_cast<uint32_t>(getpid()) << 8);
-  return o == 0 ? 1 : o;
 }
 
 }  // namespace
@@ -65,31 +58,64 @@ int main(int argc, char** argv) {
   status->add_option("--interval", interval_s, "Seconds between the two scrapes that give rates")
       ->check(CLI::Range(0.1, 60.0));
 
+  const std::map<std::string, client::Framing> framings{{"raw", client::Framing::kRaw},
+                                                        {"lines", client::Framing::kLines},
+                                                        {"length", client::Framing::kLength}};
   auto* send = app.add_subcommand("send", "Send messages into a head node as a producer");
   std::string to;
-  client::ProducerOptions opts;
-  int64_t size = 1024;
+  client::SendOptions opts;
+  int64_t size = 0;
   uint64_t count = 0;
-  uint32_t origin = 0;
   int connect_timeout = 30;
   std::string log_level = "warn";
   send->add_option("--topology,-t", path, "Topology TOML file")->required();
   send->add_option("--to", to, "Head node to send to")->required();
-  auto* file_opt = send->add_option("--file", opts.file, "Send this file, split into messages")
+  auto* file_opt = send->add_option("--file", opts.file, "Send this file, cut into messages")
                        ->check(CLI::ExistingFile);
+  auto* stdin_opt = send->add_flag("--stdin", opts.stdin_stream,
+                                   "Send standard input, cut into messages (see --framing)");
   auto* count_opt = send->add_option("--count", count, "Generate this many messages");
-  send->add_option("--size", size, "Message size in bytes (generated), or chunk size (--file)");
+  send->add_option("--size", size,
+                   "Message size in bytes: generated ones (default 1024), or how --file and "
+                   "--stdin are cut with --framing raw (default: one slot of the head)");
+  send->add_option("--framing", opts.framing,
+                   "How --file or --stdin is cut into messages: raw (every --size bytes), lines "
+                   "(one message per line, without its newline) or length (a 4-byte big-endian "
+                   "length before each record); hoprelay recv takes the same option")
+      ->transform(CLI::CheckedTransformer(framings));
+  send->add_option("--first-seq", opts.first_seq,
+                   "Sequence number of the first message (continue an origin's numbering)");
   send->add_option("--rate", opts.rate, "Messages per second (default: as fast as credits allow)")
       ->check(CLI::NonNegativeNumber);
   send->add_flag("--stamp", opts.stamp,
                  "Write the send time (CLOCK_MONOTONIC ns, u64) into each message's first 8 "
                  "bytes, for a latency-recording stage such as bench/latency_stage.c (the "
                  "payload then no longer passes verify-sink)");
-  send->add_option("--origin", origin, "Origin id carried by every message (default: random)");
+  send->add_option("--origin", opts.origin, "Origin id carried by every message (default: random)");
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node");
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   file_opt->excludes(count_opt);
+  stdin_opt->excludes(count_opt);
+  stdin_opt->excludes(file_opt);
+
+  auto* recv = app.add_subcommand(
+      "recv", "Run a leaf node as a consumer and write what arrives to standard output");
+  client::RecvOptions ropts;
+  recv->add_option("--topology,-t", path, "Topology TOML file")->required();
+  recv->add_option("--node,-n", ropts.node, "The leaf node to run")->required();
+  recv->add_option("--output,-o", ropts.output, "Write to this file instead of standard output");
+  recv->add_option("--framing", ropts.framing,
+                   "raw (payloads back to back), lines (a newline after each) or length (a "
+                   "4-byte big-endian length before each): as hoprelay send was given")
+      ->transform(CLI::CheckedTransformer(framings));
+  recv->add_option("--count", ropts.count, "Stop after this many messages");
+  recv->add_option("--streams", ropts.streams,
+                   "Stop once this many producers' streams have ended (default 1)");
+  recv->add_option("--timeout", ropts.timeout_s,
+                   "Give up (exit 1) after this many seconds without a message");
+  recv->add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
 
   auto logger = spdlog::stderr_color_mt("hoprelay");
@@ -125,6 +151,11 @@ int main(int argc, char** argv) {
                               std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
   }
 
+  if (recv->parsed()) {
+    ropts.topology = path;
+    return client::run_recv(ropts);
+  }
+
   // send
   const config::NodeSpec* head = topology->find(to);
   if (!head) {
@@ -136,11 +167,13 @@ int main(int argc, char** argv) {
               << "head node\n";
     return kExitConfig;
   }
-  if (opts.file.empty() && count_opt->count() == 0) {
-    std::cerr << "hoprelay send: give --count N (generated messages) or --file PATH\n";
+  if (opts.file.empty() && !opts.stdin_stream && count_opt->count() == 0) {
+    std::cerr << "hoprelay send: give --count N (generated messages), --file PATH or --stdin\n";
     return 2;
   }
-  uint64_t min_size = opts.file.empty() ? stages::kMinPatternSize : 1;
+  const bool generated = opts.file.empty() && !opts.stdin_stream;
+  if (size == 0) size = generated ? 1024 : head->slot_size;
+  uint64_t min_size = generated ? stages::kMinPatternSize : 1;
   const uint64_t max_size = std::min<uint64_t>(topology->max_message(), UINT32_MAX);
   if (size < static_cast<int64_t>(min_size) || static_cast<uint64_t>(size) > max_size) {
     std::cerr << "hoprelay send: --size must be between " << min_size << " and " << max_size
@@ -149,36 +182,10 @@ int main(int argc, char** argv) {
               << "need more slots or larger slots)\n";
     return 2;
   }
+  opts.topology = path;
+  opts.head = to;
   opts.size = static_cast<uint32_t>(size);
   opts.count = count;
-  opts.origin = origin ? origin : default_origin();
-  opts.connect_timeout = std::chrono::seconds(connect_timeout);
-
-  transport::EventLoop loop;
-  client::ProducerResult r;
-  try {
-    client::Producer producer(loop, opts);
-    std::string name = "send-" + std::to_string(getpid());
-    transport::Identity id{transport::PeerRole::kProducer, name, topology->hash, opts.origin};
-    if (!topology->auth_key_file.empty()) {
-      id.auth = transport::AuthKey::load(topology->auth_key_file);
-    }
-    transport::TransportOptions options{head->transport, head->listen, false, head->poll};
-    auto choice = transport::make_transport(options, loop, producer, id);
-    spdlog::info("{}", choice.reason);
-    bool write = head->ingress == config::Ingress::kWrite;
-    r = producer.run(*choice.transport, {head->name, head->listen, write, head->slots});
-  } catch (const std::exception& e) {
-    std::cerr << "hoprelay send: " << e.what() << "\n";
-    return 1;
-  }
-  if (!r.ok) {
-    std::cerr << "hoprelay send: " << r.error << " (" << r.messages << " messages acknowledged)\n";
-    return 1;
-  }
-  double secs = r.seconds > 0 ? r.seconds : 1e-9;
-  std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)\n",
-              static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.bytes),
-              r.seconds, double(r.messages) / secs, double(r.bytes) * 8 / secs / 1e9, opts.origin);
-  return 0;
+  opts.connect_timeout_ms = connect_timeout * 1000;
+  return client::run_send(opts);
 }

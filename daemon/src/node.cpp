@@ -211,6 +211,8 @@ Node::Inbound* Node::inbound_of(transport::InboundLink& link) {
 // A message's walk through the node: drop a replayed copy, stage in place, then route from
 // the same slot.
 void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
+  // An end-of-stream mark is not a message: no message counter sees it.
+  if (slot.flags & transport::kFlagEnd) return on_end(link, slot);
   Inbound* in = inbound_of(link);
   auto op = static_cast<size_t>(slot.opcode);
   if (in && in->metrics.messages[op]) {
@@ -241,8 +243,8 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    slot.seq,
                    0};
   if (run_stage(msg) != HOPRELAY_FORWARD) return consume(link, slot);
-  if (active_.empty()) return consume(link, slot);  // a leaf: the stage consumed it
   slot.length = msg.length;
+  if (active_.empty()) return deliver(link, slot);  // a leaf
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
   slot.flags = static_cast<uint16_t>(msg.flags & transport::kFlagCrc32cTrailer);
   route(slot);
@@ -355,7 +357,9 @@ void Node::note_posted(Downstream& d, const transport::Slot& s) {
 
 void Node::release(transport::Slot& slot) {
   --held_;
-  residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
+  if (!(slot.flags & transport::kFlagEnd)) {  // an end mark is not a message
+    residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
+  }
   if (slot.link) {
     slot.link->release(slot);
   } else {
@@ -365,8 +369,45 @@ void Node::release(transport::Slot& slot) {
 }
 
 void Node::consume(transport::InboundLink& link, transport::Slot& slot) {
-  residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
+  if (!(slot.flags & transport::kFlagEnd)) {
+    residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
+  }
   link.release(slot);
+}
+
+void Node::deliver(transport::InboundLink& link, transport::Slot& slot) {
+  if (!receiver_) return consume(link, slot);  // the stage consumed it
+  ++held_;
+  receiver_->on_delivered(slot.origin, slot.seq, {slot.payload(), slot.length}, slot, false);
+}
+
+void Node::release_delivered(transport::Slot& held) {
+  for (transport::Slot* s = &held; s;) {
+    transport::Slot* next = s->next;
+    s->next = nullptr;
+    release(*s);
+    s = next;
+  }
+}
+
+void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
+  slot.arrived_ns = loop_.now_ns();
+  if (active_.empty()) {
+    if (receiver_) {
+      receiver_->on_end(slot.origin, slot.seq);
+    } else {
+      log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);
+    }
+    return consume(link, slot);
+  }
+  // Every branch: each consumer behind this node learns that the stream ended, whatever the
+  // route of the messages.
+  ++held_;
+  slot.refs = static_cast<uint16_t>(active_.size());
+  for (Downstream* d : active_) {
+    d->waiting.push_back(&slot);
+    pump(*d);
+  }
 }
 
 Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
@@ -379,8 +420,10 @@ Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
 void Node::on_acked(transport::OutboundLink& link, void* cookie) {
   auto* slot = static_cast<transport::Slot*>(cookie);
   Downstream& d = downstream_of(link);
-  d.metrics.messages[0].add();
-  d.metrics.bytes[0].add(slot->length);
+  if (!(slot->flags & transport::kFlagEnd)) {
+    d.metrics.messages[0].add();
+    d.metrics.bytes[0].add(slot->length);
+  }
   if (--slot->refs == 0) release(*slot);
   if (d.retiring) retire_if_done(d);
 }
@@ -484,7 +527,7 @@ void Node::drop_waiting(Downstream& d) {
   while (!d.waiting.empty()) {
     transport::Slot* s = d.waiting.front();
     d.waiting.pop_front();
-    ++dropped;
+    if (!(s->flags & transport::kFlagEnd)) ++dropped;  // an end mark is not a message
     if (--s->refs == 0) release(*s);
   }
   if (dropped == 0) return;

@@ -45,7 +45,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     p = &partials_.open(slot.origin, slot.seq);
     p->next_chunk = slot.chunk;
     p->link = &link;
-    if (stage_.chunkwise()) {
+    if (stage_.chunkwise() && !receiver_) {  // an application takes whole messages
       p->mode = Mode::kForward;
     } else if (slot.chunk == 0) {
       p->mode = Mode::kAssemble;
@@ -153,7 +153,14 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                    flags,
                    p.seq,
                    0};
-  const bool forward = run_stage(msg) == HOPRELAY_FORWARD && !active_.empty();
+  const bool passed = run_stage(msg) == HOPRELAY_FORWARD;
+  if (passed && active_.empty() && receiver_) {
+    // Held, unacknowledged, until the application releases the message.
+    for (transport::Slot* s = list; s; s = s->next) ++held_;
+    receiver_->on_delivered(p.origin, p.seq, {scratch_.data(), msg.length}, *list, true);
+    return;
+  }
+  const bool forward = passed && !active_.empty();
   size_t offset = 0;
   uint32_t index = 0;
   for (transport::Slot* s = list; s;) {

@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
   FrameHeader abort{FrameType::kData, kFlagAbort, 0, 7, 43, 0, 7};
   abort.chunk = 3;
   put("header-chunk-abort", header(abort));
+  // A producer's end of stream (wire version 3): after its messages 0-43.
+  put("header-end", header({FrameType::kData, kFlagEnd, 0, 7, 44, 0, 8}));
   put("frame-hello-node", frame({FrameType::kHello}, hello_body(node)));
   put("frame-hello-producer", frame({FrameType::kHello}, hello_body(producer)));
   put("frame-welcome", frame({FrameType::kWelcome}, welcome_body(64, 65536)));

@@ -33,7 +33,9 @@ done
 [[ -z $(ls -A "$root/etc/hoprelay") ]] || fail "/etc/hoprelay is not empty"
 dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -q postinst || fail "no postinst"
 
-# The installed binaries run, and validate what the package ships.
+# The installed binaries run, and validate what the package ships (the CLI links the
+# package's libhoprelay: a scratch root is not on the loader's path).
+export LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libhoprelay.so.1' | head -1)")
 out=$("$root/usr/bin/hoprelay" validate "$root/usr/share/doc/hoprelay/examples/demo.toml")
 [[ $out == "ok: 3 nodes, 2 links, messages up to 4194304 bytes" ]] || fail "validate said: $out"
 "$root/usr/sbin/hoprelayd" --help >/dev/null || fail "hoprelayd --help"

@@ -91,6 +91,25 @@ TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
   abort.flags = kFlagAbort | kFlagMore;
   b = encoded(abort);
   EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
+  // An end of stream is a bare mark: no bytes, not a chunk, no other flag.
+  FrameHeader end{FrameType::kData, kFlagEnd, 0, 5, 100};
+  b = encoded(end);
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk);
+  EXPECT_EQ(out.flags, kFlagEnd);
+  for (auto bad : {FrameHeader{FrameType::kData, kFlagEnd, 1, 5, 100},
+                   FrameHeader{FrameType::kData, kFlagEnd | kFlagMore, 0, 5, 100},
+                   FrameHeader{FrameType::kData, kFlagEnd | kFlagCrc32cTrailer, 0, 5, 100},
+                   FrameHeader{FrameType::kData, kFlagEnd, 0, 5, 100, 0, 0, 1}}) {
+    b = encoded(bad);
+    EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
+  }
+  // A peer of another version learns both numbers.
+  b = encoded(end);
+  b[2] = std::byte{2};
+  EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadVersion);
+  EXPECT_EQ(version_mismatch_text(b.data()),
+            "the peer speaks wire protocol version 2, this end speaks 3: run the same hoprelay "
+            "release on both ends of a link");
   // No chunk can follow the highest index.
   FrameHeader wrap{FrameType::kData, kFlagMore, 10, 5, 99};
   wrap.chunk = UINT32_MAX;

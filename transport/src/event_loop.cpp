@@ -1,6 +1,7 @@
 #include "hoprelay/transport/event_loop.h"
 
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,19 @@
 
 namespace hoprelay::transport {
 
+// The timerfd only wakes epoll; run_once() runs due timers by their deadlines as always.
+class EventLoop::TimerFd final : public Handler {
+ public:
+  explicit TimerFd(int fd) : fd_(fd) {}
+  void on_io(uint32_t) override {
+    uint64_t expirations;
+    [[maybe_unused]] auto n = ::read(fd_, &expirations, sizeof expirations);
+  }
+
+ private:
+  int fd_;
+};
+
 EventLoop::EventLoop() : epfd_(epoll_create1(EPOLL_CLOEXEC)) {
   if (epfd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
   deferred_.reserve(64);
@@ -16,7 +30,41 @@ EventLoop::EventLoop() : epfd_(epoll_create1(EPOLL_CLOEXEC)) {
 }
 
 EventLoop::~EventLoop() {
+  if (timer_fd_ >= 0) ::close(timer_fd_);
   ::close(epfd_);
+}
+
+void EventLoop::set_pollable(bool pollable) {
+  if (pollable == (timer_fd_ >= 0)) return;
+  if (!pollable) {
+    remove(timer_fd_);
+    ::close(timer_fd_);
+    timer_fd_ = -1;
+    timer_handler_.reset();
+    return;
+  }
+  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (timer_fd_ < 0) throw std::system_error(errno, std::generic_category(), "timerfd_create");
+  timer_handler_ = std::make_unique<TimerFd>(timer_fd_);
+  add(timer_fd_, EPOLLIN, timer_handler_.get());
+  armed_ = {};
+  arm_timer_fd();
+}
+
+void EventLoop::arm_timer_fd() {
+  if (timer_fd_ < 0) return;
+  Clock::time_point next = timers_.empty() ? Clock::time_point{} : timers_.begin()->first.first;
+  if (next == armed_) return;
+  armed_ = next;
+  itimerspec spec{};
+  if (next != Clock::time_point{}) {
+    // steady_clock is CLOCK_MONOTONIC: the deadline as an absolute time of the timerfd's clock.
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(next.time_since_epoch()).count();
+    if (ns <= 0) ns = 1;
+    spec.it_value.tv_sec = ns / 1'000'000'000;
+    spec.it_value.tv_nsec = ns % 1'000'000'000;
+  }
+  timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr);
 }
 
 void EventLoop::add(int fd, uint32_t events, Handler* handler) {
@@ -42,6 +90,7 @@ EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, std::functi
   auto deadline = Clock::now() + delay;
   timers_.emplace(std::make_pair(deadline, id), std::move(fn));
   timer_deadlines_.emplace(id, deadline);
+  arm_timer_fd();
   return id;
 }
 
@@ -81,6 +130,9 @@ void EventLoop::update_now() {
 }
 
 void EventLoop::run_once(std::chrono::milliseconds timeout) {
+  // Work deferred outside an iteration (an application's call into libhoprelay posted frames)
+  // goes out before the wait, not after it.
+  run_deferred();
   update_now();
   // Busy polling: with a poller the completion queues are not armed, so nothing would wake
   // epoll for them; spinning (TCP) the sockets are in epoll but a wake-up is what busy mode
@@ -104,6 +156,7 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
   run_deferred();
   run_timers();
   run_deferred();
+  arm_timer_fd();
 }
 
 void EventLoop::run() {

@@ -86,9 +86,20 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   if ((out.flags & kFlagAbort) && (out.length != 0 || (out.flags & kFlagMore))) {
     return WireError::kBadFlags;
   }
+  // An end of stream is a mark, not a message: no bytes, not a chunk.
+  if ((out.flags & kFlagEnd) &&
+      (out.length != 0 || (out.flags & ~kFlagEnd) != 0 || out.chunk != 0)) {
+    return WireError::kBadFlags;
+  }
   // A chunk announcing another after the last index there is would wrap the count.
   if ((out.flags & kFlagMore) && out.chunk == UINT32_MAX) return WireError::kBadFlags;
   return WireError::kOk;
+}
+
+std::string version_mismatch_text(const std::byte* frame) {
+  return "the peer speaks wire protocol version " + std::to_string(uint8_t(frame[2])) +
+         ", this end speaks " + std::to_string(kWireVersion) +
+         ": run the same hoprelay release on both ends of a link";
 }
 
 bool valid_node_name(std::string_view name) {

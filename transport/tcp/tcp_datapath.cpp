@@ -103,7 +103,9 @@ bool TcpInbound::parse_buffered() {
     FrameHeader h;
     WireError err = decode_header(rx_.data() + rx_begin_, limits_, h);
     if (err != WireError::kOk) {
-      protocol_error(reason_label(err).data(), reason_text(err));
+      protocol_error(reason_label(err).data(), err == WireError::kBadVersion
+                                                   ? version_mismatch_text(rx_.data() + rx_begin_)
+                                                   : std::string(reason_text(err)));
       return false;
     }
     if (h.type == FrameType::kData) {
@@ -270,7 +272,9 @@ bool TcpOutbound::read_control() {
       FrameHeader h;
       WireError err = decode_header(rx_.data() + off, WireLimits{}, h);
       if (err != WireError::kOk) {
-        drop(reason_text(err), true);
+        drop(err == WireError::kBadVersion ? version_mismatch_text(rx_.data() + off)
+                                           : std::string(reason_text(err)),
+             true);
         return false;
       }
       if (rx_len_ - off < kFrameHeaderSize + h.length) break;
@@ -289,6 +293,7 @@ bool TcpOutbound::read_control() {
         // will fix.
         backoff_.slowest();
         drop("rejected by peer: " + reason, true);
+        transport_.events().on_refused(*this, reason);
         return false;
       } else if (h.type == FrameType::kBye) {
         drop("peer is shutting down", true);

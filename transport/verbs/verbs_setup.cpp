@@ -391,7 +391,11 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
   }
   peer.address = addr;
   bool ok = decode_cm_hello(private_data, hello);
-  if (!ok) {
+  if (!ok && !private_data.empty() && uint8_t(private_data[0]) != kWireVersion) {
+    std::byte header[kFrameHeaderSize] = {};  // the version where a frame header has it
+    header[2] = private_data[0];
+    reason = version_mismatch_text(header);
+  } else if (!ok) {
     reason = "malformed hello";
   } else {
     peer.role = hello.role;
@@ -832,9 +836,11 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
         log().warn("{} refused this node: {}", peer_name_, reason);
         backoff_.slowest();
       }
-      return drop("rejected (status " + std::to_string(status) + ")" +
-                      (reason.empty() ? "" : ": " + reason),
-                  true);
+      drop("rejected (status " + std::to_string(status) + ")" +
+               (reason.empty() ? "" : ": " + reason),
+           true);
+      if (!reason.empty()) transport_.events().on_refused(*this, reason);
+      return;
     }
     case RDMA_CM_EVENT_ADDR_ERROR:
     case RDMA_CM_EVENT_ROUTE_ERROR:

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,26 @@
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::daemon {
+
+// An application in the node's own process that takes a leaf node's messages, instead of the
+// node giving each back once its stage has seen it (libhoprelay's consumer, docs/client.md).
+// The node holds a delivered message's slots, unacknowledged, until the application hands it
+// back with Node::release_delivered(): a message an application has not released is sent
+// again if the application's process dies. Called from the node's event loop.
+class Receiver {
+ public:
+  // A message passed the stage. `held` is the slot holding it, or for a message that came as
+  // chunks the first of its slots, linked through Slot::next. `data` stays valid until the
+  // release, except when `reassembled`: then it is the node's reassembly buffer, valid only
+  // during the call (the message's chunks are in its slots, but not side by side).
+  virtual void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
+                            transport::Slot& held, bool reassembled) = 0;
+  // The producer of `origin` ended its stream after the messages before `seq`.
+  virtual void on_end(uint32_t origin, uint64_t seq) = 0;
+
+ protected:
+  ~Receiver() = default;
+};
 
 class Node final : public transport::LinkEvents {
  public:
@@ -49,6 +70,12 @@ class Node final : public transport::LinkEvents {
   // A reload that failed before reaching the node (the file does not validate), or that the
   // node refused: counted as a failed reload.
   void reload_failed() { metrics_->config_loaded(false, 0); }
+
+  // A leaf node's messages go to `receiver` (before start()); it must outlive the node's links.
+  // It also makes the node reassemble chunked messages whatever its stage takes.
+  void set_receiver(Receiver* receiver) { receiver_ = receiver; }
+  // Gives back a message handed to the receiver (every slot of it): its credits go upstream.
+  void release_delivered(transport::Slot& held);
 
   // Once a second: stage flush (reports, files) and gauges.
   void tick();
@@ -155,6 +182,10 @@ class Node final : public transport::LinkEvents {
   void release(transport::Slot& slot);
   // Gives back a slot that was not routed downstream (consumed at a leaf, dropped).
   void consume(transport::InboundLink& link, transport::Slot& slot);
+  // A leaf's message that passed its stage: to the receiver, or consumed.
+  void deliver(transport::InboundLink& link, transport::Slot& slot);
+  // An end-of-stream mark: to the receiver at a leaf, else on to every downstream.
+  void on_end(transport::InboundLink& link, transport::Slot& slot);
   void check_drained();
 
   std::shared_ptr<const config::Topology> topology_;
@@ -180,6 +211,7 @@ class Node final : public transport::LinkEvents {
   bool started_ = false;
   std::function<void(uint64_t)> drained_;
   std::function<void()> downstream_ready_;
+  Receiver* receiver_ = nullptr;
   transport::EventLoop::TimerId drain_timer_ = 0;
   // Hot-path counters, resolved once.
   static constexpr uint64_t kStageSample = 16;  // a power of two

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace hoprelay::transport {
@@ -50,6 +51,14 @@ class EventLoop {
   // Whether run_once() never sleeps: spinning, or a poller is set.
   bool busy() const { return spin_ || static_cast<bool>(poller_); }
 
+  // The epoll descriptor: readable (POLLIN) when run_once(0) has I/O to handle. With
+  // set_pollable(true) it is also readable when a timer is due, so an application that polls
+  // it alone (libhoprelay's pollable handles) never misses a reconnect or timeout.
+  int fd() const { return epfd_; }
+  void set_pollable(bool pollable);
+  // Runs the work defer()red so far (posted frames go out), without waiting for events.
+  void run_pending() { run_deferred(); }
+
   void run();  // until stop()
   // One iteration: waits at most timeout (or until the next timer) for events.
   void run_once(std::chrono::milliseconds timeout);
@@ -63,6 +72,9 @@ class EventLoop {
   void run_timers();
   void run_deferred();
   void update_now();
+  void arm_timer_fd();  // set_pollable: the timerfd to the earliest timer
+
+  class TimerFd;
 
   int epfd_ = -1;
   bool stopped_ = false;
@@ -74,6 +86,9 @@ class EventLoop {
   std::function<bool()> poller_;
   bool spin_ = false;
   uint64_t now_ns_ = 0;
+  int timer_fd_ = -1;  // set_pollable(true): fires at the earliest timer
+  std::unique_ptr<TimerFd> timer_handler_;
+  Clock::time_point armed_{};
 };
 
 }  // namespace hoprelay::transport

@@ -135,6 +135,12 @@ class LinkEvents {
   virtual void on_completion_error(std::string_view status) { (void)status; }
   // A peer that was admitted by name failed the pre-shared key challenge (auth.h): refused.
   virtual void on_auth_failed(const PeerInfo& peer) { (void)peer; }
+  // The peer of an outbound link refused it, with its reason (the link retries, slowly: a
+  // reload there may admit it). A producer that is opening gives up on it instead.
+  virtual void on_refused(OutboundLink& link, std::string_view reason) {
+    (void)link;
+    (void)reason;
+  }
 
  protected:
   ~LinkEvents() = default;

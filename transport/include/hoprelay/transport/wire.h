@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace hoprelay::transport {
 
 inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
-inline constexpr uint8_t kWireVersion = 2;  // 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk)
+// 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk); 3: end of stream (kFlagEnd).
+inline constexpr uint8_t kWireVersion = 3;
 inline constexpr size_t kFrameHeaderSize = 32;
 // Control frames (hello, welcome, reject) carry at most this many payload bytes.
 inline constexpr uint32_t kMaxControlPayload = 256;
@@ -45,7 +47,12 @@ inline constexpr uint16_t kFlagMore = 0x0002;  // HOPRELAY_MSG_MORE: more chunks
 // earlier ones (a stage's verdict). Length 0; never shown to a stage.
 inline constexpr uint16_t kFlagAbort = 0x0004;
 inline constexpr uint16_t kChunkFlags = kFlagMore | kFlagAbort;
-inline constexpr uint16_t kKnownFlags = kFlagCrc32cTrailer | kChunkFlags;
+// End of stream: the producer of `origin` closed after sending the messages before `seq` (the
+// frame's seq is the number its next message would have had). Length 0, never a chunk, never
+// shown to a stage, not deduplicated (repeating it is harmless); every branch gets it, so each
+// consumer learns that the stream ended (docs/protocol.md, "End of stream").
+inline constexpr uint16_t kFlagEnd = 0x0008;
+inline constexpr uint16_t kKnownFlags = kFlagCrc32cTrailer | kChunkFlags | kFlagEnd;
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
@@ -76,6 +83,9 @@ enum class WireError : uint8_t {
   kTooLong,
 };
 std::string_view reason_text(WireError e);
+// kBadVersion, worded with both versions: "the peer speaks wire protocol version 2, this end
+// speaks 3 (...)". `frame` is the refused header's first bytes.
+std::string version_mismatch_text(const std::byte* frame);
 // A short, bounded label for metrics: bad_magic, bad_version, ...
 std::string_view reason_label(WireError e);
 

@@ -1,0 +1,230 @@
+/* libhoprelay: publish into a hoprelay pipeline and consume from it (docs/client.md).
+ *
+ * A producer connects to a head node of the topology and sends messages; the head
+ * acknowledges each once it is safe downstream, and the library keeps every message until
+ * then, sending again what was not acknowledged when the link drops and comes back.
+ * A consumer *is* a leaf node of the topology: it runs that node's receive side in the
+ * application's process (the transports, admission, credits, deduplication and
+ * acknowledgements of hoprelayd) and hands over each message as a view of the slot it landed
+ * in; the message is acknowledged upstream when the application releases it.
+ *
+ * Conventions of every call:
+ *  - Handles are opaque and independent: the library keeps no state shared between handles.
+ *  - Calls return HOPRELAY_OK (0) or a negative hoprelay_status; hoprelay_last_error() then
+ *    says what went wrong, worded for a person, on the calling thread. Nothing is printed.
+ *  - Threads: a handle is used by one thread at a time (the library takes no lock); different
+ *    handles may be used from different threads at once.
+ *  - Progress: the library has no thread of its own. It moves data, acknowledgements and
+ *    reconnections only inside its calls. An application that does not block in recv, send,
+ *    reserve or flush polls the handle's descriptor (hoprelay_*_fd(): readable when there is
+ *    work) and calls hoprelay_*_process() when it is readable.
+ *  - Timeouts are in milliseconds: 0 never waits (HOPRELAY_EAGAIN), -1 waits as long as it
+ *    takes.
+ *
+ * Versioning: the soname's major number changes with an incompatible change of this header;
+ * HOPRELAY_CLIENT_VERSION_MINOR grows with additions. Options structs carry their size and
+ * the header's version (set by hoprelay_*_options_init()), which open checks. */
+#ifndef HOPRELAY_CLIENT_H
+#define HOPRELAY_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HOPRELAY_CLIENT_VERSION_MAJOR 1
+#define HOPRELAY_CLIENT_VERSION_MINOR 0
+
+/* Status codes: 0, or one of these (negative). */
+enum hoprelay_status {
+  HOPRELAY_OK = 0,
+  HOPRELAY_EINVAL = -1,        /* a bad argument: null pointer, zero length, bad option */
+  HOPRELAY_ECONFIG = -2,       /* the topology does not load or validate */
+  HOPRELAY_ENODE = -3,         /* no such node, or the wrong kind (not a head / not a leaf) */
+  HOPRELAY_ETOOBIG = -4,       /* larger than the pipeline (or a reserved buffer) takes */
+  HOPRELAY_ETIMEDOUT = -5,     /* the timeout passed first */
+  HOPRELAY_EAGAIN = -6,        /* timeout 0 and the call would have to wait */
+  HOPRELAY_EREFUSED = -7,      /* the head node refused this producer (the reason says why) */
+  HOPRELAY_EVERSION = -8,      /* built against an incompatible header version */
+  HOPRELAY_ESTATE = -9,        /* not valid now (commit without reserve, release twice...) */
+  HOPRELAY_EUNAVAILABLE = -10, /* cannot start: port in use, no RDMA device, memlock limit */
+  HOPRELAY_EINTERNAL = -11     /* a failure of the library or the system; the message says */
+};
+
+/* The status's name and meaning ("HOPRELAY_ETIMEDOUT: timed out"). Never null. */
+const char* hoprelay_strerror(int status);
+/* What the last failed call on this thread found wrong, worded for a person ("" if none).
+ * Valid until the next call of this library on the same thread. */
+const char* hoprelay_last_error(void);
+/* The library's version: major << 16 | minor. */
+uint32_t hoprelay_version(void);
+
+/* Log lines of a handle's work (connections, reconnections, refusals), never per message.
+ * Called on the thread that called into the library, inside that call. Levels: */
+enum hoprelay_client_log_level { /* the stage ABI has its own HOPRELAY_LOG_* */
+                                 HOPRELAY_CLIENT_LOG_DEBUG = 1,
+                                 HOPRELAY_CLIENT_LOG_INFO = 2,
+                                 HOPRELAY_CLIENT_LOG_WARN = 3,
+                                 HOPRELAY_CLIENT_LOG_ERROR = 4
+};
+typedef void (*hoprelay_log_fn)(void* user, int level, const char* line);
+
+/* ---- Producer --------------------------------------------------------------------------- */
+
+typedef struct hoprelay_producer hoprelay_producer;
+
+struct hoprelay_producer_options {
+  uint32_t struct_size;   /* sizeof(struct hoprelay_producer_options): set by _init */
+  uint16_t version_major; /* HOPRELAY_CLIENT_VERSION_MAJOR: set by _init */
+  uint16_t version_minor;
+  uint32_t origin;        /* the origin id every message carries; 0: a random one */
+  uint64_t first_seq;     /* the first message's sequence number (a restart resumes) */
+  int connect_timeout_ms; /* how long open waits for the head (default 30000) */
+  hoprelay_log_fn log;    /* null: log lines are discarded */
+  void* log_user;
+  int log_level; /* the least level passed to log (default HOPRELAY_CLIENT_LOG_INFO) */
+};
+
+static inline void hoprelay_producer_options_init(struct hoprelay_producer_options* o) {
+  struct hoprelay_producer_options d = {sizeof(struct hoprelay_producer_options),
+                                        HOPRELAY_CLIENT_VERSION_MAJOR,
+                                        HOPRELAY_CLIENT_VERSION_MINOR,
+                                        0,
+                                        0,
+                                        30000,
+                                        0,
+                                        0,
+                                        HOPRELAY_CLIENT_LOG_INFO};
+  *o = d;
+}
+
+/* Connects to head node `head` of `topology` (a file path, or the topology's TOML text when
+ * the string contains a newline) and waits until the head has admitted this producer.
+ * `options` may be null (the defaults). On success *out is the handle; on failure it is null
+ * and nothing was sent. Errors: ECONFIG, ENODE (not in the topology, not a head), EREFUSED,
+ * ETIMEDOUT (no head within connect_timeout_ms), EUNAVAILABLE, EVERSION. */
+int hoprelay_producer_open(const char* topology, const char* head,
+                           const struct hoprelay_producer_options* options,
+                           hoprelay_producer** out);
+
+/* Flag for send and commit: more messages follow at once, so the library may hold this one
+ * until the next send or commit without the flag (or flush, close, a call that waits): a
+ * burst then leaves in fewer system calls. */
+#define HOPRELAY_SEND_MORE 0x1
+
+/* Sends a copy of `length` bytes (0 to hoprelay_producer_max_message()) as the next message;
+ * *seq (if not null) gets its sequence number. `data` may be reused when the call returns.
+ * Waits up to timeout_ms for buffer space (the head's credits). A message larger than the
+ * head's slots travels as chunks. ETOOBIG: larger than the pipeline takes (nothing sent). */
+int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
+                           uint64_t* seq, int timeout_ms);
+
+/* Zero copy: a buffer of `length` bytes (1 to hoprelay_producer_max_reserve()) in memory
+ * registered with the device, for the next message. Over verbs the message leaves by RDMA
+ * from this very buffer. The application writes its message into *buffer and commits it;
+ * it must not touch the buffer after the commit (the library owns it until it is
+ * acknowledged). One reservation at a time: reserve again only after commit. */
+int hoprelay_producer_reserve(hoprelay_producer* p, size_t length, void** buffer, int timeout_ms);
+/* Sends the reserved buffer's first `length` bytes (1 to the reserved length). */
+int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uint64_t* seq);
+
+/* Waits until every message sent so far is acknowledged by the head. */
+int hoprelay_producer_flush(hoprelay_producer* p, int timeout_ms);
+
+/* A descriptor that is readable (POLLIN) when the producer has work: call process then. */
+int hoprelay_producer_fd(const hoprelay_producer* p);
+/* Does the work that is ready, without waiting (acknowledgements, reconnection, sending). */
+int hoprelay_producer_process(hoprelay_producer* p);
+
+/* The largest message send takes, and the largest buffer reserve gives (one slot of the
+ * head: larger messages go by send, as chunks). */
+size_t hoprelay_producer_max_message(const hoprelay_producer* p);
+size_t hoprelay_producer_max_reserve(const hoprelay_producer* p);
+uint32_t hoprelay_producer_origin(const hoprelay_producer* p);
+/* The sequence number the next message gets. */
+uint64_t hoprelay_producer_next_seq(const hoprelay_producer* p);
+
+struct hoprelay_producer_stats {
+  uint64_t sent;         /* messages sent (handed to send or commit) */
+  uint64_t acknowledged; /* of them, acknowledged by the head */
+  uint64_t bytes_acknowledged;
+  uint64_t reconnects; /* times the link to the head came back after a drop */
+};
+void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_producer_stats* out);
+
+/* Ends the stream: waits up to timeout_ms until everything sent is acknowledged, then sends
+ * the end-of-stream mark (the consumers learn that this origin's stream ended after its last
+ * message) and closes. Frees the handle whatever it returns; ETIMEDOUT when messages were
+ * still unacknowledged (no end mark is sent then: the stream did not end whole). */
+int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms);
+
+/* Frees the handle at once: no flush and no end-of-stream mark (the consumers do not learn
+ * that the stream ended); messages not yet acknowledged are given up. For error paths. */
+void hoprelay_producer_destroy(hoprelay_producer* p);
+
+/* ---- Consumer --------------------------------------------------------------------------- */
+
+typedef struct hoprelay_consumer hoprelay_consumer;
+
+struct hoprelay_consumer_options {
+  uint32_t struct_size;
+  uint16_t version_major;
+  uint16_t version_minor;
+  hoprelay_log_fn log;
+  void* log_user;
+  int log_level;
+};
+
+static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_options* o) {
+  struct hoprelay_consumer_options d = {sizeof(struct hoprelay_consumer_options),
+                                        HOPRELAY_CLIENT_VERSION_MAJOR,
+                                        HOPRELAY_CLIENT_VERSION_MINOR,
+                                        0,
+                                        0,
+                                        HOPRELAY_CLIENT_LOG_INFO};
+  *o = d;
+}
+
+/* A message received, or the end of a stream (flags & HOPRELAY_MESSAGE_END, length 0: the
+ * producer of `origin` closed after the message before `seq`). */
+#define HOPRELAY_MESSAGE_END 0x1
+struct hoprelay_message {
+  uint32_t origin;
+  uint32_t flags;
+  uint64_t seq;
+  const void* data; /* valid until hoprelay_consumer_release(); never written by the library */
+  size_t length;
+  void* internal_; /* the library's: leave it alone */
+};
+
+/* Runs leaf node `node` of `topology` (a path, or TOML text when it contains a newline) in
+ * this process: listens on its address and takes its upstream peers' links. Its stage runs
+ * on every message before the application sees it, and a message larger than a slot is
+ * handed over whole (reassembled). Errors: ECONFIG, ENODE (not in the topology, or it has
+ * downstream peers: a consumer is a leaf), EUNAVAILABLE (address in use: another hoprelayd
+ * or consumer for this node?), EVERSION. */
+int hoprelay_consumer_open(const char* topology, const char* node,
+                           const struct hoprelay_consumer_options* options,
+                           hoprelay_consumer** out);
+
+/* The next message, in the order it arrived, waiting up to timeout_ms. The application owns
+ * it until it releases it; unreleased messages are not acknowledged, so they come again
+ * (to whoever runs the node next) if this process ends. Many may be held at once, up to the
+ * node's slots: then the upstream waits (backpressure). */
+int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms);
+/* Gives a message back (acknowledged upstream, in order). Its data must not be read after. */
+int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg);
+
+int hoprelay_consumer_fd(const hoprelay_consumer* c);
+int hoprelay_consumer_process(hoprelay_consumer* c);
+
+/* Closes the node's links. Messages not released are not acknowledged (they come again). */
+void hoprelay_consumer_close(hoprelay_consumer* c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HOPRELAY_CLIENT_H */

@@ -1,0 +1,163 @@
+// C++ over libhoprelay's C ABI (hoprelay/client.h), header only: RAII handles, errors as
+// exceptions on open and close, status codes where the C API returns them on the datapath
+// (timeouts and EAGAIN are normal there). Thread safety is the C API's: one thread at a time
+// per handle.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "hoprelay/client.h"
+
+namespace hoprelay {
+
+// A failed call: its status (hoprelay_status) and hoprelay_last_error()'s text.
+class Error : public std::runtime_error {
+ public:
+  Error(int status, const std::string& what) : std::runtime_error(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+[[noreturn]] inline void throw_last(int status) {
+  const char* text = hoprelay_last_error();
+  throw Error(status, text && *text ? text : hoprelay_strerror(status));
+}
+
+class Producer {
+ public:
+  Producer(const std::string& topology, const std::string& head,
+           const hoprelay_producer_options* options = nullptr) {
+    if (int rc = hoprelay_producer_open(topology.c_str(), head.c_str(), options, &p_)) {
+      throw_last(rc);
+    }
+  }
+  // Not closed by close(): the end-of-stream mark is not sent, and messages not yet
+  // acknowledged are given up with the handle (hoprelay_producer_destroy).
+  ~Producer() {
+    if (p_) hoprelay_producer_destroy(p_);
+  }
+  Producer(Producer&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Producer& operator=(Producer&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+
+  // Status codes: HOPRELAY_OK, or ETIMEDOUT / EAGAIN / ETOOBIG... (hoprelay_last_error()).
+  int send(std::span<const std::byte> data, int flags = 0, uint64_t* seq = nullptr,
+           int timeout_ms = -1) {
+    return hoprelay_producer_send(p_, data.data(), data.size(), flags, seq, timeout_ms);
+  }
+  // The reserved buffer, or an empty span with the status in *status.
+  std::span<std::byte> reserve(size_t length, int timeout_ms = -1, int* status = nullptr) {
+    void* buffer = nullptr;
+    int rc = hoprelay_producer_reserve(p_, length, &buffer, timeout_ms);
+    if (status) *status = rc;
+    if (rc != HOPRELAY_OK) return {};
+    return {static_cast<std::byte*>(buffer), length};
+  }
+  int commit(size_t length, int flags = 0, uint64_t* seq = nullptr) {
+    return hoprelay_producer_commit(p_, length, flags, seq);
+  }
+  int flush(int timeout_ms = -1) { return hoprelay_producer_flush(p_, timeout_ms); }
+  int fd() const { return hoprelay_producer_fd(p_); }
+  int process() { return hoprelay_producer_process(p_); }
+  size_t max_message() const { return hoprelay_producer_max_message(p_); }
+  size_t max_reserve() const { return hoprelay_producer_max_reserve(p_); }
+  uint32_t origin() const { return hoprelay_producer_origin(p_); }
+  uint64_t next_seq() const { return hoprelay_producer_next_seq(p_); }
+  struct hoprelay_producer_stats stats() const {
+    struct hoprelay_producer_stats s;
+    hoprelay_producer_stats(p_, &s);
+    return s;
+  }
+  // Flush, end-of-stream mark, close; throws Error when that failed (the handle is gone
+  // either way).
+  void close(int timeout_ms = -1) {
+    int rc = hoprelay_producer_close(std::exchange(p_, nullptr), timeout_ms);
+    if (rc != HOPRELAY_OK) throw_last(rc);
+  }
+  hoprelay_producer* get() const { return p_; }
+
+ private:
+  hoprelay_producer* p_ = nullptr;
+};
+
+class Consumer;
+
+// A received message (or end-of-stream mark), released when it goes out of scope.
+class Message {
+ public:
+  Message() = default;
+  ~Message() { release(); }
+  Message(Message&& o) noexcept : c_(std::exchange(o.c_, nullptr)), m_(o.m_) {}
+  Message& operator=(Message&& o) noexcept {
+    release();
+    c_ = std::exchange(o.c_, nullptr);
+    m_ = o.m_;
+    return *this;
+  }
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+
+  explicit operator bool() const { return c_ != nullptr; }
+  bool end() const { return (m_.flags & HOPRELAY_MESSAGE_END) != 0; }
+  uint32_t origin() const { return m_.origin; }
+  uint64_t seq() const { return m_.seq; }
+  std::span<const std::byte> data() const {
+    return {static_cast<const std::byte*>(m_.data), m_.length};
+  }
+  void release() {
+    if (c_) hoprelay_consumer_release(std::exchange(c_, nullptr), &m_);
+  }
+
+ private:
+  friend class Consumer;
+  hoprelay_consumer* c_ = nullptr;
+  hoprelay_message m_{};
+};
+
+class Consumer {
+ public:
+  Consumer(const std::string& topology, const std::string& node,
+           const hoprelay_consumer_options* options = nullptr) {
+    if (int rc = hoprelay_consumer_open(topology.c_str(), node.c_str(), options, &c_)) {
+      throw_last(rc);
+    }
+  }
+  // Every Message must be gone (released) before its Consumer.
+  ~Consumer() {
+    if (c_) hoprelay_consumer_close(c_);
+  }
+  Consumer(Consumer&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Consumer& operator=(Consumer&& o) noexcept {
+    std::swap(c_, o.c_);
+    return *this;
+  }
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // The next message, or an empty one with the status (ETIMEDOUT, EAGAIN) in *status.
+  Message recv(int timeout_ms = -1, int* status = nullptr) {
+    Message m;
+    int rc = hoprelay_consumer_recv(c_, &m.m_, timeout_ms);
+    if (status) *status = rc;
+    if (rc == HOPRELAY_OK) m.c_ = c_;
+    return m;
+  }
+  int fd() const { return hoprelay_consumer_fd(c_); }
+  int process() { return hoprelay_consumer_process(c_); }
+  hoprelay_consumer* get() const { return c_; }
+
+ private:
+  hoprelay_consumer* c_ = nullptr;
+};
+
+}  // namespace hoprelay

@@ -1,0 +1,328 @@
+// The C ABI of libhoprelay (hoprelay/client.h): argument and version checks, exceptions of the
+// setup path turned into status codes, and each call's log lines routed to its handle.
+#include <cstring>
+#include <string>
+#include <system_error>
+
+#include "consumer.h"
+#include "hoprelay/client.h"
+#include "hoprelay/config/topology.h"
+#include "log_route.h"
+#include "producer.h"
+#include "status.h"
+
+using hoprelay::client::ClientError;
+using hoprelay::client::fail;
+using hoprelay::client::LogRoute;
+using hoprelay::client::LogScope;
+
+struct hoprelay_producer {
+  LogRoute route;
+  std::unique_ptr<hoprelay::client::Producer> impl;
+};
+
+struct hoprelay_consumer {
+  LogRoute route;
+  std::unique_ptr<hoprelay::client::Consumer> impl;
+};
+
+namespace {
+
+using hoprelay::config::PluginCheck;
+using hoprelay::config::Topology;
+
+// A path, or the TOML text itself when it contains a newline. Throws ClientError.
+std::shared_ptr<const Topology> load(const char* topology, const PluginCheck& plugins) {
+  try {
+    if (std::strchr(topology, '\n')) {
+      return std::make_shared<const Topology>(
+          hoprelay::config::parse_topology(topology, "<topology text>", plugins));
+    }
+    return std::make_shared<const Topology>(hoprelay::config::load_topology(topology, plugins));
+  } catch (const hoprelay::config::ConfigError& e) {
+    std::string all;
+    for (const auto& d : e.diagnostics()) all += (all.empty() ? "" : "\n") + d.format();
+    throw ClientError(HOPRELAY_ECONFIG, all);
+  } catch (const std::system_error& e) {
+    throw ClientError(HOPRELAY_ECONFIG,
+                      std::string("cannot read ") + topology + ": " + e.code().message());
+  }
+}
+
+std::string node_list(const Topology& t) {
+  std::string out;
+  for (const auto& n : t.nodes) out += (out.empty() ? "" : ", ") + n.name;
+  return out;
+}
+
+const hoprelay::config::NodeSpec& find_node(const Topology& t, const char* name) {
+  const auto* spec = t.find(name);
+  if (!spec) {
+    throw ClientError(HOPRELAY_ENODE, std::string("no node \"") + name + "\" in topology " +
+                                          t.name + " (nodes: " + node_list(t) + ")");
+  }
+  return *spec;
+}
+
+std::string heads(const Topology& t) {
+  std::string out;
+  for (const auto& n : t.nodes) {
+    if (n.is_head()) out += (out.empty() ? "" : ", ") + n.name;
+  }
+  return out;
+}
+
+int check_version(uint32_t size, uint16_t major, size_t ours) {
+  if (major != HOPRELAY_CLIENT_VERSION_MAJOR || size == 0 || size > ours) {
+    return fail(HOPRELAY_EVERSION, "built against hoprelay/client.h version " +
+                                       std::to_string(major) + " (options of " +
+                                       std::to_string(size) + " bytes); this libhoprelay is " +
+                                       std::to_string(HOPRELAY_CLIENT_VERSION_MAJOR) + "." +
+                                       std::to_string(HOPRELAY_CLIENT_VERSION_MINOR) +
+                                       ": rebuild the application against this library's header");
+  }
+  return HOPRELAY_OK;
+}
+
+LogRoute route_of(hoprelay_log_fn fn, void* user, int level) {
+  return {fn, user, level};
+}
+
+// Runs a datapath call with the handle's log route; nothing there throws but a bug or the
+// system (std::bad_alloc, epoll failing): those become EINTERNAL, never a crash of the app.
+template <class H, class Fn>
+int call(H* h, Fn fn) {
+  if (!h || !h->impl) return fail(HOPRELAY_EINVAL, "a null handle");
+  hoprelay::client::clear_error();
+  LogScope scope(h->route);
+  try {
+    return fn(*h->impl);
+  } catch (const std::exception& e) {
+    return fail(HOPRELAY_EINTERNAL, e.what());
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* hoprelay_strerror(int status) {
+  switch (status) {
+    case HOPRELAY_OK:
+      return "HOPRELAY_OK: success";
+    case HOPRELAY_EINVAL:
+      return "HOPRELAY_EINVAL: invalid argument";
+    case HOPRELAY_ECONFIG:
+      return "HOPRELAY_ECONFIG: the topology does not load or validate";
+    case HOPRELAY_ENODE:
+      return "HOPRELAY_ENODE: no such node, or not a node of that kind";
+    case HOPRELAY_ETOOBIG:
+      return "HOPRELAY_ETOOBIG: message too large";
+    case HOPRELAY_ETIMEDOUT:
+      return "HOPRELAY_ETIMEDOUT: timed out";
+    case HOPRELAY_EAGAIN:
+      return "HOPRELAY_EAGAIN: would wait";
+    case HOPRELAY_EREFUSED:
+      return "HOPRELAY_EREFUSED: refused by the node";
+    case HOPRELAY_EVERSION:
+      return "HOPRELAY_EVERSION: incompatible client.h version";
+    case HOPRELAY_ESTATE:
+      return "HOPRELAY_ESTATE: not valid in this state";
+    case HOPRELAY_EUNAVAILABLE:
+      return "HOPRELAY_EUNAVAILABLE: cannot start";
+    case HOPRELAY_EINTERNAL:
+      return "HOPRELAY_EINTERNAL: internal or system failure";
+    default:
+      return "unknown hoprelay status";
+  }
+}
+
+const char* hoprelay_last_error(void) {
+  return hoprelay::client::last_error();
+}
+
+uint32_t hoprelay_version(void) {
+  return uint32_t{HOPRELAY_CLIENT_VERSION_MAJOR} << 16 | HOPRELAY_CLIENT_VERSION_MINOR;
+}
+
+int hoprelay_producer_open(const char* topology, const char* head,
+                           const struct hoprelay_producer_options* options,
+                           hoprelay_producer** out) {
+  if (!out) return fail(HOPRELAY_EINVAL, "producer_open: out is null");
+  *out = nullptr;
+  if (!topology || !head) return fail(HOPRELAY_EINVAL, "producer_open: topology or head is null");
+  hoprelay_producer_options defaults;
+  hoprelay_producer_options_init(&defaults);
+  if (options) {
+    if (int rc = check_version(options->struct_size, options->version_major, sizeof defaults)) {
+      return rc;
+    }
+    std::memcpy(&defaults, options, options->struct_size);
+  }
+  if (defaults.connect_timeout_ms < 0) {
+    return fail(HOPRELAY_EINVAL, "producer_open: connect_timeout_ms must be 0 or more");
+  }
+  hoprelay::client::clear_error();
+  hoprelay::client::install_log_routing();
+  auto h = std::make_unique<hoprelay_producer>();
+  h->route = route_of(defaults.log, defaults.log_user, defaults.log_level);
+  LogScope scope(h->route);
+  try {
+    auto t = load(topology, {PluginCheck::Mode::kNone, ""});
+    const auto& spec = find_node(*t, head);
+    if (!spec.is_head()) {
+      throw ClientError(HOPRELAY_ENODE, "node \"" + spec.name +
+                                            "\" has upstream peers: producers send to a head "
+                                            "node of topology " +
+                                            t->name + " (" + heads(*t) + ")");
+    }
+    hoprelay::client::ProducerOptions o{defaults.origin, defaults.first_seq,
+                                        std::chrono::milliseconds(defaults.connect_timeout_ms)};
+    h->impl = std::make_unique<hoprelay::client::Producer>(t, head, o);
+  } catch (const ClientError& e) {
+    return fail(e.status(), e.what());
+  } catch (const std::exception& e) {
+    return fail(HOPRELAY_EUNAVAILABLE, e.what());
+  }
+  *out = h.release();
+  return HOPRELAY_OK;
+}
+
+int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
+                           uint64_t* seq, int timeout_ms) {
+  if (!data && length) return fail(HOPRELAY_EINVAL, "send: data is null");
+  return call(p, [&](auto& impl) {
+    return impl.send({static_cast<const std::byte*>(data), length}, flags, seq, timeout_ms);
+  });
+}
+
+int hoprelay_producer_reserve(hoprelay_producer* p, size_t length, void** buffer, int timeout_ms) {
+  if (!buffer) return fail(HOPRELAY_EINVAL, "reserve: buffer is null");
+  return call(p, [&](auto& impl) { return impl.reserve(length, buffer, timeout_ms); });
+}
+
+int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uint64_t* seq) {
+  return call(p, [&](auto& impl) { return impl.commit(length, flags, seq); });
+}
+
+int hoprelay_producer_flush(hoprelay_producer* p, int timeout_ms) {
+  return call(p, [&](auto& impl) { return impl.flush(timeout_ms); });
+}
+
+int hoprelay_producer_fd(const hoprelay_producer* p) {
+  if (!p || !p->impl) return fail(HOPRELAY_EINVAL, "a null handle");
+  return p->impl->fd();
+}
+
+int hoprelay_producer_process(hoprelay_producer* p) {
+  return call(p, [&](auto& impl) { return impl.process(); });
+}
+
+size_t hoprelay_producer_max_message(const hoprelay_producer* p) {
+  return p && p->impl ? p->impl->max_message() : 0;
+}
+
+size_t hoprelay_producer_max_reserve(const hoprelay_producer* p) {
+  return p && p->impl ? p->impl->max_reserve() : 0;
+}
+
+uint32_t hoprelay_producer_origin(const hoprelay_producer* p) {
+  return p && p->impl ? p->impl->origin() : 0;
+}
+
+uint64_t hoprelay_producer_next_seq(const hoprelay_producer* p) {
+  return p && p->impl ? p->impl->next_seq() : 0;
+}
+
+void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_producer_stats* out) {
+  if (!out) return;
+  *out = {};
+  if (!p || !p->impl) return;
+  out->sent = p->impl->sent();
+  out->acknowledged = p->impl->acknowledged();
+  out->bytes_acknowledged = p->impl->bytes_acknowledged();
+  out->reconnects = p->impl->reconnects();
+}
+
+int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms) {
+  if (!p) return fail(HOPRELAY_EINVAL, "a null handle");
+  std::unique_ptr<hoprelay_producer> owned(p);
+  int rc = call(p, [&](auto& impl) { return impl.close(timeout_ms); });
+  LogScope scope(p->route);
+  p->impl.reset();
+  return rc;
+}
+
+void hoprelay_producer_destroy(hoprelay_producer* p) {
+  if (!p) return;
+  std::unique_ptr<hoprelay_producer> owned(p);
+  LogScope scope(p->route);
+  p->impl.reset();
+}
+
+int hoprelay_consumer_open(const char* topology, const char* node,
+                           const struct hoprelay_consumer_options* options,
+                           hoprelay_consumer** out) {
+  if (!out) return fail(HOPRELAY_EINVAL, "consumer_open: out is null");
+  *out = nullptr;
+  if (!topology || !node) return fail(HOPRELAY_EINVAL, "consumer_open: topology or node is null");
+  hoprelay_consumer_options defaults;
+  hoprelay_consumer_options_init(&defaults);
+  if (options) {
+    if (int rc = check_version(options->struct_size, options->version_major, sizeof defaults)) {
+      return rc;
+    }
+    std::memcpy(&defaults, options, options->struct_size);
+  }
+  hoprelay::client::clear_error();
+  hoprelay::client::install_log_routing();
+  auto h = std::make_unique<hoprelay_consumer>();
+  h->route = route_of(defaults.log, defaults.log_user, defaults.log_level);
+  LogScope scope(h->route);
+  try {
+    auto t = load(topology, {PluginCheck::Mode::kNode, node});
+    const auto& spec = find_node(*t, node);
+    if (!spec.is_leaf()) {
+      std::string down;
+      for (const auto& d : spec.downstream) down += (down.empty() ? "" : ", ") + d;
+      throw ClientError(HOPRELAY_ENODE,
+                        "node \"" + spec.name + "\" has downstream peers (" + down +
+                            "): a consumer runs a leaf node, one without downstream peers");
+    }
+    h->impl = std::make_unique<hoprelay::client::Consumer>(t, node);
+  } catch (const ClientError& e) {
+    return fail(e.status(), e.what());
+  } catch (const std::exception& e) {
+    return fail(HOPRELAY_EUNAVAILABLE, e.what());
+  }
+  *out = h.release();
+  return HOPRELAY_OK;
+}
+
+int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms) {
+  if (!msg) return fail(HOPRELAY_EINVAL, "recv: msg is null");
+  return call(c, [&](auto& impl) { return impl.recv(*msg, timeout_ms); });
+}
+
+int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg) {
+  if (!msg) return fail(HOPRELAY_EINVAL, "release: msg is null");
+  return call(c, [&](auto& impl) { return impl.release(*msg); });
+}
+
+int hoprelay_consumer_fd(const hoprelay_consumer* c) {
+  if (!c || !c->impl) return fail(HOPRELAY_EINVAL, "a null handle");
+  return c->impl->fd();
+}
+
+int hoprelay_consumer_process(hoprelay_consumer* c) {
+  return call(c, [&](auto& impl) { return impl.process(); });
+}
+
+void hoprelay_consumer_close(hoprelay_consumer* c) {
+  if (!c) return;
+  std::unique_ptr<hoprelay_consumer> owned(c);
+  LogScope scope(c->route);
+  c->impl.reset();
+}
+
+}  // extern "C"

@@ -1,0 +1,58 @@
+// libhoprelay's consumer: a leaf node of the topology run inside the application. It is the
+// node of hoprelayd (daemon::Node: the transports, admission, auth, credits, deduplication,
+// the node's stage, reassembly of chunked messages, its metrics endpoint if it has one), with
+// the application as its Receiver: a message is held in its slots, unacknowledged, from the
+// moment the node delivers it until the application releases it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoprelay/client.h"
+#include "hoprelay/daemon/node.h"
+#include "hoprelay/daemon/ring_queue.h"
+
+namespace hoprelay::client {
+
+class Consumer final : public daemon::Receiver {
+ public:
+  // Starts the node. Throws ClientError (status.h).
+  Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node);
+  ~Consumer();
+
+  int recv(hoprelay_message& msg, int timeout_ms);
+  int release(hoprelay_message& msg);
+  int process();
+  int fd() const { return loop_.fd(); }
+
+  void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
+                    transport::Slot& held, bool reassembled) override;
+  void on_end(uint32_t origin, uint64_t seq) override;
+
+ private:
+  // A delivered message until the application releases it. Items are reused, and so is a
+  // reassembled message's copy (its capacity stays): no allocation once the pool has grown.
+  struct Item {
+    uint32_t origin = 0;
+    uint32_t flags = 0;
+    uint64_t seq = 0;
+    const std::byte* data = nullptr;
+    size_t length = 0;
+    transport::Slot* held = nullptr;  // null for an end mark
+    std::vector<std::byte> copy;      // a reassembled message's bytes
+    bool out = false;                 // handed to the application, not released
+  };
+  Item& take_item();
+
+  transport::EventLoop loop_;
+  std::unique_ptr<daemon::Node> node_;
+  std::vector<std::unique_ptr<Item>> items_;
+  std::vector<Item*> free_;
+  daemon::RingQueue<Item*> ready_;  // delivered, not received yet, in arrival order
+  transport::EventLoop::TimerId tick_ = 0;
+  void schedule_tick();
+};
+
+}  // namespace hoprelay::client

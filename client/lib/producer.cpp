@@ -1,0 +1,266 @@
+#include "producer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "hoprelay/transport/log.h"
+#include "status.h"
+
+namespace hoprelay::client {
+namespace {
+
+spdlog::logger& log() {
+  static auto logger = module_logger("producer");
+  return *logger;
+}
+
+uint32_t random_origin() {
+  // Distinct per run and per host, so that two producers never share an origin by accident.
+  std::random_device rd;
+  uint32_t o = rd() ^ (static_cast<uint32_t>(getpid()) << 8);
+  return o == 0 ? 1 : o;
+}
+
+}  // namespace
+
+Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::string& head,
+                   ProducerOptions options)
+    : topology_(std::move(topology)),
+      head_(topology_->find(head)),
+      origin_(options.origin ? options.origin : random_origin()),
+      chunk_size_(head_->slot_size),
+      max_message_(std::min<uint64_t>(topology_->max_message(), UINT32_MAX)),
+      next_seq_(options.first_seq) {
+  transport::Identity id{transport::PeerRole::kProducer, "producer-" + std::to_string(getpid()),
+                         topology_->hash, origin_};
+  if (!topology_->auth_key_file.empty()) {
+    id.auth = transport::AuthKey::load(topology_->auth_key_file);
+  }
+  transport::TransportOptions topts{head_->transport, head_->listen, false, config::Poll::kEvent};
+  auto choice = transport::make_transport(topts, loop_, *this, id);
+  transport_ = std::move(choice.transport);
+  log().info("producer of origin {} to {} at {}: {}", origin_, head_->name,
+             head_->listen.to_string(), choice.reason);
+  loop_.set_pollable(true);
+  // One buffer per slot of the head: never more in flight than it has credits for.
+  const uint32_t n = head_->slots;
+  const size_t stride = (size_t{chunk_size_} + 63) & ~size_t{63};
+  memory_ = transport_->allocate(stride * n);
+  buffers_.resize(n);
+  free_.reserve(n);
+  for (uint32_t i = n; i-- > 0;) {
+    buffers_[i] = {memory_->data() + i * stride, 0, 0, 0, 0};
+    free_.push_back(&buffers_[i]);
+  }
+  queue_ = daemon::RingQueue<Buffer*>(n);
+
+  bool write = head_->ingress == config::Ingress::kWrite;
+  link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
+  int rc = wait_for([this] { return was_up_ || !refused_.empty(); },
+                    static_cast<int>(options.connect_timeout.count()), "");
+  if (!refused_.empty()) {
+    throw ClientError(HOPRELAY_EREFUSED, head_->name + " refused this producer: " + refused_);
+  }
+  if (rc != HOPRELAY_OK) {
+    throw ClientError(HOPRELAY_ETIMEDOUT, "no connection to " + head_->name + " at " +
+                                              head_->listen.to_string() + " within " +
+                                              std::to_string(options.connect_timeout.count()) +
+                                              " ms: is hoprelayd running there?");
+  }
+}
+
+Producer::~Producer() {
+  // Links and registered memory go before the transport that owns their device.
+  link_.reset();
+  memory_.reset();
+  transport_.reset();
+}
+
+template <class Done>
+int Producer::wait_for(Done done, int timeout_ms, const char* what) {
+  const auto deadline =
+      transport::EventLoop::Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  for (;;) {
+    if (done()) return HOPRELAY_OK;
+    auto wait = std::chrono::milliseconds(1000);
+    if (timeout_ms >= 0) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                               transport::EventLoop::Clock::now());
+      if (left.count() <= 0) {
+        if (timeout_ms == 0) {
+          loop_.run_once(std::chrono::milliseconds(0));
+          if (done()) return HOPRELAY_OK;
+          return fail(HOPRELAY_EAGAIN, std::string(what) + ": would wait");
+        }
+        return fail(HOPRELAY_ETIMEDOUT, std::string(what) + ": timed out after " +
+                                            std::to_string(timeout_ms) + " ms" +
+                                            (link_ && link_->up() ? "" : " (the head is down)"));
+      }
+      wait = std::min(wait, left);
+    }
+    loop_.run_once(wait);
+  }
+}
+
+int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, int timeout_ms) {
+  if (data.size() > max_message_) {
+    return fail(HOPRELAY_ETOOBIG, "send: " + std::to_string(data.size()) +
+                                      " bytes is more than pipeline " + topology_->name +
+                                      " takes (" + std::to_string(max_message_) +
+                                      ": its smallest slots times its smallest slot_size)");
+  }
+  if (reserved_) return fail(HOPRELAY_ESTATE, "send: commit the reserved buffer first");
+  const size_t chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
+  if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) return rc;
+  const uint64_t s = next_seq_++;
+  size_t offset = 0;
+  for (uint32_t i = 0; i < chunks; ++i) {
+    Buffer* b = free_.back();
+    free_.pop_back();
+    const uint32_t n = static_cast<uint32_t>(std::min<size_t>(chunk_size_, data.size() - offset));
+    if (n) std::memcpy(b->data, data.data() + offset, n);
+    offset += n;
+    const bool whole = chunks == 1;
+    *b = {b->data, n, static_cast<uint16_t>(offset < data.size() ? transport::kFlagMore : 0),
+          whole ? 0 : i, s};
+    queue_.push_back(b);
+  }
+  ++sent_;
+  if (seq) *seq = s;
+  pump();
+  if (!(flags & HOPRELAY_SEND_MORE)) loop_.run_pending();
+  return HOPRELAY_OK;
+}
+
+int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
+  if (reserved_) return fail(HOPRELAY_ESTATE, "reserve: a buffer is reserved already: commit it");
+  if (length == 0) return fail(HOPRELAY_EINVAL, "reserve: a message has at least one byte");
+  if (length > chunk_size_) {
+    return fail(HOPRELAY_ETOOBIG, "reserve: " + std::to_string(length) + " bytes is more than " +
+                                      head_->name + "'s slots take (" +
+                                      std::to_string(chunk_size_) +
+                                      "): send larger messages with send, as chunks");
+  }
+  if (int rc = wait_for([&] { return !free_.empty(); }, timeout_ms, "reserve")) return rc;
+  reserved_ = free_.back();
+  free_.pop_back();
+  reserved_length_ = length;
+  *buffer = reserved_->data;
+  return HOPRELAY_OK;
+}
+
+int Producer::commit(size_t length, int flags, uint64_t* seq) {
+  if (!reserved_) return fail(HOPRELAY_ESTATE, "commit: no buffer is reserved");
+  if (length == 0 || length > reserved_length_) {
+    return fail(HOPRELAY_EINVAL, "commit: the length must be 1 to the reserved " +
+                                     std::to_string(reserved_length_) + " bytes");
+  }
+  Buffer* b = std::exchange(reserved_, nullptr);
+  const uint64_t s = next_seq_++;
+  *b = {b->data, static_cast<uint32_t>(length), 0, 0, s};
+  queue_.push_back(b);
+  ++sent_;
+  if (seq) *seq = s;
+  pump();
+  if (!(flags & HOPRELAY_SEND_MORE)) loop_.run_pending();
+  return HOPRELAY_OK;
+}
+
+int Producer::flush(int timeout_ms) {
+  loop_.run_pending();
+  return wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush");
+}
+
+int Producer::process() {
+  loop_.run_once(std::chrono::milliseconds(0));
+  return HOPRELAY_OK;
+}
+
+int Producer::close(int timeout_ms) {
+  if (reserved_) {
+    free_.push_back(std::exchange(reserved_, nullptr));  // reserved, never committed: not sent
+  }
+  const auto started = transport::EventLoop::Clock::now();
+  int rc = flush(timeout_ms);
+  if (rc == HOPRELAY_OK) {
+    // The end mark takes a buffer like a message, and is acknowledged like one.
+    Buffer* b = free_.back();
+    free_.pop_back();
+    *b = {b->data, 0, transport::kFlagEnd, 0, next_seq_};
+    queue_.push_back(b);
+    pump();
+    int left = timeout_ms;
+    if (timeout_ms > 0) {
+      auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+          transport::EventLoop::Clock::now() - started);
+      left = std::max<int>(1, timeout_ms - static_cast<int>(spent.count()));
+    }
+    rc = wait_for([this] { return ended_; }, left, "close");
+  } else {
+    rc = fail(rc, std::string(last_error()) + "; " + std::to_string(sent_ - acked_) +
+                      " messages unacknowledged, no end-of-stream mark sent");
+  }
+  if (link_) link_->close();
+  loop_.run_pending();
+  return rc;
+}
+
+void Producer::pump() {
+  while (!queue_.empty() && link_ && link_->up() && link_->credits() > 0) {
+    Buffer* b = queue_.front();
+    transport::OutFrame f{origin_,   b->seq,        b->flags, b->data,
+                          b->length, memory_.get(), b,        b->chunk};
+    if (!link_->post(f)) break;
+    queue_.pop_front();
+  }
+}
+
+bool Producer::admit(const transport::PeerInfo&, std::string& reason) {
+  reason = "a producer accepts no connections";
+  return false;
+}
+
+void Producer::on_message(transport::InboundLink& link, transport::Slot& slot) {
+  link.release(slot);
+}
+
+void Producer::on_outbound_up(transport::OutboundLink& link) {
+  if (was_up_) ++reconnects_;
+  was_up_ = true;
+  refused_.clear();
+  chunk_size_ = std::min(chunk_size_, link.max_payload());
+}
+
+void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
+  if (ended_) return;  // closed at the end
+  log().warn("link to {} down ({}); {} frames will be sent again", head_->name, reason,
+             queue_.size());
+}
+
+void Producer::on_refused(transport::OutboundLink&, std::string_view reason) {
+  if (!was_up_) refused_ = reason;
+}
+
+void Producer::on_acked(transport::OutboundLink&, void* cookie) {
+  auto* b = static_cast<Buffer*>(cookie);
+  if (b->flags & transport::kFlagEnd) {
+    ended_ = true;
+  } else if (!(b->flags & transport::kFlagMore)) {
+    ++acked_;  // a message's last frame
+  }
+  bytes_acked_ += b->length;
+  free_.push_back(b);
+}
+
+void Producer::on_returned(transport::OutboundLink&, void* cookie) {
+  queue_.push_front(static_cast<Buffer*>(cookie));  // newest first: the order is kept
+}
+
+void Producer::on_credit(transport::OutboundLink&) {
+  pump();
+}
+
+}  // namespace hoprelay::client

@@ -1,0 +1,107 @@
+// libhoprelay's producer: one link to a head node, a pool of send buffers in memory the
+// transport registered (one per credit the head grants), and every message kept in its
+// buffers until the head acknowledges it. When the link drops, the transport hands back what
+// was not acknowledged (on_returned) and reconnects; the buffers go again, in their order.
+//
+// No thread of its own: the event loop runs inside the calls (wait_for), and its descriptor
+// (fd()) tells an application that drives its own loop when to call process().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/ring_queue.h"
+#include "hoprelay/transport/transport.h"
+
+namespace hoprelay::client {
+
+struct ProducerOptions {
+  uint32_t origin = 0;  // 0: random
+  uint64_t first_seq = 0;
+  std::chrono::milliseconds connect_timeout{30000};
+};
+
+class Producer final : public transport::LinkEvents {
+ public:
+  // Connects and waits for the head's welcome. Throws ClientError (status.h).
+  Producer(std::shared_ptr<const config::Topology> topology, const std::string& head,
+           ProducerOptions options);
+  ~Producer();
+
+  // The datapath: status codes (hoprelay_status), the reason in fail()'s thread-local text.
+  int send(std::span<const std::byte> data, int flags, uint64_t* seq, int timeout_ms);
+  int reserve(size_t length, void** buffer, int timeout_ms);
+  int commit(size_t length, int flags, uint64_t* seq);
+  int flush(int timeout_ms);
+  int process();
+  // Flush, the end-of-stream mark, and the link closed. The object is done afterwards.
+  int close(int timeout_ms);
+
+  int fd() const { return loop_.fd(); }
+  size_t max_message() const { return max_message_; }
+  size_t max_reserve() const { return chunk_size_; }
+  uint32_t origin() const { return origin_; }
+  uint64_t next_seq() const { return next_seq_; }
+  uint64_t sent() const { return sent_; }
+  uint64_t acknowledged() const { return acked_; }
+  uint64_t bytes_acknowledged() const { return bytes_acked_; }
+  uint64_t reconnects() const { return reconnects_; }
+  // Frames waiting for credits or acknowledgements (0: everything sent is acknowledged).
+  size_t unacknowledged() const { return buffers_.size() - free_.size() - (reserved_ ? 1 : 0); }
+
+  bool admit(const transport::PeerInfo&, std::string& reason) override;
+  void on_inbound_up(transport::InboundLink&) override {}
+  void on_message(transport::InboundLink& link, transport::Slot& slot) override;
+  void on_inbound_down(transport::InboundLink&, std::string_view) override {}
+  void on_outbound_up(transport::OutboundLink& link) override;
+  void on_outbound_down(transport::OutboundLink& link, std::string_view reason) override;
+  void on_acked(transport::OutboundLink& link, void* cookie) override;
+  void on_returned(transport::OutboundLink& link, void* cookie) override;
+  void on_credit(transport::OutboundLink& link) override;
+  void on_refused(transport::OutboundLink& link, std::string_view reason) override;
+
+ private:
+  // One frame's memory: a whole message, one chunk of one, or the end-of-stream mark.
+  struct Buffer {
+    std::byte* data;
+    uint32_t length;
+    uint16_t flags;  // kFlagMore on every chunk but a message's last; kFlagEnd
+    uint32_t chunk;
+    uint64_t seq;
+  };
+  // Runs the loop until done() or the timeout (0: once, without waiting). OK, ETIMEDOUT or
+  // EAGAIN (timeout 0), or the status of a failure seen meanwhile.
+  template <class Done>
+  int wait_for(Done done, int timeout_ms, const char* what);
+  void pump();
+
+  std::shared_ptr<const config::Topology> topology_;
+  const config::NodeSpec* head_;
+  transport::EventLoop loop_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::OutboundLink> link_;
+  std::unique_ptr<transport::MemoryRegion> memory_;
+  std::vector<Buffer> buffers_;
+  std::vector<Buffer*> free_;
+  daemon::RingQueue<Buffer*> queue_;  // to post, in order: returned ones first
+  Buffer* reserved_ = nullptr;
+  size_t reserved_length_ = 0;
+  uint32_t origin_;
+  uint32_t chunk_size_;
+  size_t max_message_;
+  uint64_t next_seq_;
+  uint64_t sent_ = 0;
+  uint64_t acked_ = 0;
+  uint64_t bytes_acked_ = 0;
+  uint64_t reconnects_ = 0;
+  bool was_up_ = false;
+  bool ended_ = false;   // the end mark is acknowledged
+  std::string refused_;  // the head's reason, while opening
+};
+
+}  // namespace hoprelay::client

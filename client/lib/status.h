@@ -1,0 +1,31 @@
+// How libhoprelay reports: a status code returned across the C ABI, and the text of the
+// last failure kept per thread for hoprelay_last_error() (errno's and dlerror()'s model: no
+// state shared between threads or handles).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "hoprelay/client.h"
+
+namespace hoprelay::client {
+
+// Sets this thread's last error and returns `status`, for `return fail(...)`.
+int fail(int status, std::string message);
+// Clears it (a call that succeeds leaves the text of an older failure otherwise).
+void clear_error();
+const char* last_error();
+
+// Setup failures (open) inside the library: caught at the C boundary and turned into
+// fail(status, what()).
+class ClientError : public std::runtime_error {
+ public:
+  ClientError(int status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+}  // namespace hoprelay::client

@@ -1,0 +1,145 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "hoprelay/client.hpp"
+#include "spdlog/spdlog.h"
+#include "streams.h"
+
+namespace hoprelay::client {
+namespace {
+
+void log_line(void*, int level, const char* line) {
+  auto l = level >= HOPRELAY_CLIENT_LOG_ERROR  ? spdlog::level::err
+           : level >= HOPRELAY_CLIENT_LOG_WARN ? spdlog::level::warn
+           : level >= HOPRELAY_CLIENT_LOG_INFO ? spdlog::level::info
+                                               : spdlog::level::debug;
+  spdlog::log(l, "{}", line);
+}
+
+// Output through a buffer: one write(2) per megabyte, not per message.
+class Output {
+ public:
+  explicit Output(int fd) : fd_(fd) { buf_.reserve(kSize); }
+  ~Output() { flush(); }
+  void put(const void* data, size_t n) {
+    if (buf_.size() + n > kSize) flush();
+    if (n >= kSize) return write_all(static_cast<const std::byte*>(data), n);
+    auto* p = static_cast<const std::byte*>(data);
+    buf_.insert(buf_.end(), p, p + n);
+  }
+  void flush() {
+    write_all(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+
+ private:
+  static constexpr size_t kSize = 1 << 20;
+  void write_all(const std::byte* p, size_t n) {
+    while (n > 0) {
+      ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw std::runtime_error(std::string("write: ") + std::strerror(errno));
+      p += w;
+      n -= size_t(w);
+    }
+  }
+  int fd_;
+  std::vector<std::byte> buf_;
+};
+
+// What one origin's stream looked like at this consumer.
+struct Stream {
+  uint64_t first = 0;  // the first sequence number seen
+  uint64_t next = 0;   // the one expected next
+  uint64_t messages = 0;
+  uint64_t gaps = 0;  // sequence numbers skipped (dropped upstream)
+  bool ended = false;
+};
+
+}  // namespace
+
+int run_recv(const RecvOptions& o) {
+  hoprelay_consumer_options co;
+  hoprelay_consumer_options_init(&co);
+  co.log = log_line;
+  co.log_level = HOPRELAY_CLIENT_LOG_DEBUG;
+  int fd = 1;
+  if (!o.output.empty()) {
+    fd = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::fprintf(stderr, "hoprelay recv: cannot write %s: %s\n", o.output.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+  }
+  std::map<uint32_t, Stream> streams;
+  uint64_t messages = 0, bytes = 0, ended = 0;
+  int exit_code = 0;
+  try {
+    Consumer c(o.topology, o.node, &co);
+    Output out(fd);
+    const int timeout = o.timeout_s > 0 ? int(o.timeout_s * 1000) : -1;
+    while ((o.count == 0 || messages < o.count) && (o.count != 0 || ended < o.streams)) {
+      int rc = 0;
+      Message m = c.recv(timeout, &rc);
+      if (rc == HOPRELAY_ETIMEDOUT) {
+        std::fprintf(stderr, "hoprelay recv: nothing for %.1f s; giving up\n", o.timeout_s);
+        exit_code = 1;
+        break;
+      }
+      if (rc != HOPRELAY_OK) throw_last(rc);
+      auto [it, fresh] = streams.try_emplace(m.origin());
+      Stream& s = it->second;
+      if (fresh) s.first = s.next = m.seq();
+      if (m.end()) {
+        if (!s.ended) ++ended;
+        s.ended = true;
+        if (m.seq() > s.next) s.gaps += m.seq() - s.next;
+        continue;
+      }
+      if (m.seq() != s.next) s.gaps += m.seq() > s.next ? m.seq() - s.next : 0;
+      s.next = m.seq() + 1;
+      ++s.messages;
+      ++messages;
+      auto data = m.data();
+      bytes += data.size();
+      if (o.framing == Framing::kLength) {
+        uint32_t n = uint32_t(data.size());
+        unsigned char len[4] = {uint8_t(n >> 24), uint8_t(n >> 16), uint8_t(n >> 8), uint8_t(n)};
+        out.put(len, 4);
+      }
+      out.put(data.data(), data.size());
+      if (o.framing == Framing::kLines) out.put("\n", 1);
+    }
+    out.flush();
+    if (fd != 1 && ::fsync(fd) != 0 && errno != EINVAL) {
+      throw std::runtime_error(std::string("fsync: ") + std::strerror(errno));
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "hoprelay recv: %s\n", e.what());
+    return e.status() == HOPRELAY_ECONFIG || e.status() == HOPRELAY_ENODE ? 78 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hoprelay recv: %s\n", e.what());
+    return 1;
+  }
+  if (fd != 1) ::close(fd);
+  for (const auto& [origin, s] : streams) {
+    std::fprintf(
+        stderr, "origin %u: %llu messages, seq %llu-%llu, %s%s\n", origin,
+        static_cast<unsigned long long>(s.messages), static_cast<unsigned long long>(s.first),
+        static_cast<unsigned long long>(s.next ? s.next - 1 : 0), s.ended ? "ended" : "not ended",
+        s.gaps ? (", " + std::to_string(s.gaps) + " missing").c_str() : "");
+    if (s.gaps) exit_code = 1;
+  }
+  std::fprintf(stderr, "received %llu messages, %llu bytes from %zu streams\n",
+               static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes),
+               streams.size());
+  return exit_code;
+}
+
+}  // namespace hoprelay::client

@@ -1,0 +1,257 @@
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "hoprelay/client.hpp"
+#include "hoprelay/stages/pattern.h"
+#include "spdlog/spdlog.h"
+#include "streams.h"
+
+namespace hoprelay::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void log_line(void*, int level, const char* line) {
+  auto l = level >= HOPRELAY_CLIENT_LOG_ERROR  ? spdlog::level::err
+           : level >= HOPRELAY_CLIENT_LOG_WARN ? spdlog::level::warn
+           : level >= HOPRELAY_CLIENT_LOG_INFO ? spdlog::level::info
+                                               : spdlog::level::debug;
+  spdlog::log(l, "{}", line);
+}
+
+// Reads exactly n bytes unless the input ends first; returns how many.
+size_t read_full(int fd, std::byte* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::read(fd, out + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw std::runtime_error(std::string("read: ") + std::strerror(errno));
+    if (r == 0) break;
+    got += size_t(r);
+  }
+  return got;
+}
+
+// A buffered reader for the lines and length framings.
+class Input {
+ public:
+  explicit Input(int fd) : fd_(fd), buf_(1 << 20) {}
+  // The next line without its newline (a last line without one counts too); false at EOF.
+  bool line(std::vector<std::byte>& out) {
+    out.clear();
+    for (;;) {
+      if (pos_ == end_ && !fill()) return !out.empty();
+      auto* nl = static_cast<std::byte*>(std::memchr(buf_.data() + pos_, '\n', end_ - pos_));
+      size_t stop = nl ? size_t(nl - buf_.data()) : end_;
+      out.insert(out.end(), buf_.begin() + long(pos_), buf_.begin() + long(stop));
+      pos_ = stop;
+      if (nl) {
+        ++pos_;
+        return true;
+      }
+    }
+  }
+  size_t read(std::byte* out, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      if (pos_ == end_ && !fill()) break;
+      size_t k = std::min(n - got, end_ - pos_);
+      std::memcpy(out + got, buf_.data() + pos_, k);
+      pos_ += k;
+      got += k;
+    }
+    return got;
+  }
+
+ private:
+  bool fill() {
+    pos_ = 0;
+    end_ = read_full_some();
+    return end_ > 0;
+  }
+  size_t read_full_some() {
+    for (;;) {
+      ssize_t r = ::read(fd_, buf_.data(), buf_.size());
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw std::runtime_error(std::string("read: ") + std::strerror(errno));
+      return size_t(r);
+    }
+  }
+  int fd_;
+  std::vector<std::byte> buf_;
+  size_t pos_ = 0, end_ = 0;
+};
+
+// Whether reading fd now would block (a pipe with nothing in it yet).
+bool would_block(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+class Sender {
+ public:
+  Sender(Producer& p, const SendOptions& o) : p_(p), o_(o), t0_(Clock::now()) {}
+
+  // Paces to --rate: message n may leave at t0 + n / rate.
+  void pace(uint64_t n) {
+    if (o_.rate <= 0) return;
+    auto due = t0_ + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(double(n) / o_.rate));
+    for (auto now = Clock::now(); due > now; now = Clock::now()) {
+      p_.process();  // what is queued leaves; acknowledgements come in
+      pollfd pf{p_.fd(), POLLIN, 0};
+      ::poll(&pf, 1, int(std::chrono::ceil<std::chrono::milliseconds>(due - now).count()));
+    }
+  }
+  void check(int rc) {
+    if (rc != HOPRELAY_OK) throw_last(rc);
+  }
+  void send(std::span<const std::byte> m, bool more) {
+    check(p_.send(m, more ? HOPRELAY_SEND_MORE : 0));
+    bytes_ += m.size();
+  }
+  // A buffer of n bytes for the next message: registered memory when it fits a slot.
+  std::span<std::byte> begin(size_t n) {
+    if (n <= p_.max_reserve()) {
+      int rc = 0;
+      auto b = p_.reserve(n, -1, &rc);
+      check(rc);
+      return b;
+    }
+    big_.resize(n);
+    return big_;
+  }
+  void end(std::span<std::byte> b, size_t n, bool more) {
+    if (b.data() != big_.data()) {
+      check(p_.commit(n, more ? HOPRELAY_SEND_MORE : 0));
+      bytes_ += n;
+    } else {
+      send(b.first(n), more);
+    }
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  Producer& p_;
+  const SendOptions& o_;
+  Clock::time_point t0_;
+  std::vector<std::byte> big_;
+  uint64_t bytes_ = 0;
+};
+
+void stamp(std::span<std::byte> b) {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+  std::memcpy(b.data(), &ns, std::min(sizeof ns, b.size()));
+}
+
+uint64_t send_generated(Producer& p, Sender& s, const SendOptions& o) {
+  for (uint64_t i = 0; i < o.count; ++i) {
+    s.pace(i);
+    const uint64_t seq = p.next_seq();
+    auto b = s.begin(o.size);
+    stages::fill_pattern(b.first(o.size), p.origin(), seq);
+    if (o.stamp) stamp(b);
+    s.end(b, o.size, i + 1 < o.count && o.rate <= 0);
+  }
+  return o.count;
+}
+
+uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
+  uint64_t n = 0;
+  if (o.framing == Framing::kRaw) {
+    for (;;) {
+      s.pace(n);
+      if (o.stdin_stream && would_block(fd)) p.process();  // the queued messages go now
+      auto b = s.begin(o.size);
+      size_t got = read_full(fd, b.data(), o.size);
+      if (got == 0) break;  // the reserved buffer goes back at close, unsent
+      s.end(b, got, true);
+      ++n;
+      if (got < o.size) break;
+    }
+    return n;
+  }
+  Input in(fd);
+  std::vector<std::byte> record;
+  for (;;) {
+    s.pace(n);
+    if (o.framing == Framing::kLines) {
+      if (!in.line(record)) break;
+    } else {
+      std::byte len[4];
+      size_t got = in.read(len, 4);
+      if (got == 0) break;
+      if (got != 4) throw std::runtime_error("length framing: the input ends inside a length");
+      uint32_t size = uint32_t(len[0]) << 24 | uint32_t(len[1]) << 16 | uint32_t(len[2]) << 8 |
+                      uint32_t(len[3]);
+      record.resize(size);
+      if (in.read(record.data(), size) != size) {
+        throw std::runtime_error("length framing: the input ends inside a record of " +
+                                 std::to_string(size) + " bytes");
+      }
+    }
+    s.send(record, true);  // an empty record is an empty message
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+int run_send(const SendOptions& o) {
+  hoprelay_producer_options po;
+  hoprelay_producer_options_init(&po);
+  po.origin = o.origin;
+  po.first_seq = o.first_seq;
+  po.connect_timeout_ms = o.connect_timeout_ms;
+  po.log = log_line;
+  po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;  // spdlog's level filters
+  int input = -1;
+  if (o.stdin_stream) input = 0;
+  if (!o.file.empty()) {
+    input = ::open(o.file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (input < 0) {
+      std::fprintf(stderr, "hoprelay send: cannot read %s: %s\n", o.file.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+  }
+  uint64_t messages = 0;
+  try {
+    Producer p(o.topology, o.head, &po);
+    Sender s(p, o);
+    auto t0 = Clock::now();
+    messages = input >= 0 ? send_stream(p, s, o, input) : send_generated(p, s, o);
+    int rc = p.flush(-1);
+    if (rc != HOPRELAY_OK) throw_last(rc);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    auto stats = p.stats();
+    uint32_t origin = p.origin();
+    p.close(10000);
+    if (secs <= 0) secs = 1e-9;
+    std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)\n",
+                static_cast<unsigned long long>(stats.acknowledged),
+                static_cast<unsigned long long>(s.bytes()), secs, double(stats.acknowledged) / secs,
+                double(s.bytes()) * 8 / secs / 1e9, origin);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "hoprelay send: %s (%llu messages sent)\n", e.what(),
+                 static_cast<unsigned long long>(messages));
+    return e.status() == HOPRELAY_ECONFIG || e.status() == HOPRELAY_ENODE ? 78 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hoprelay send: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace hoprelay::client

@@ -1,0 +1,161 @@
+// Applications at both ends (docs/client.md): `hoprelay send --stdin` and `hoprelay recv`,
+// both built on libhoprelay, the consumer running leaf node c inside its own process. Real
+// processes on loopback; the bytes that come out must be the bytes that went in.
+#include <signal.h>
+
+#include <fstream>
+#include <random>
+
+#include "harness.h"
+#include "pipeline.h"
+
+namespace hoprelay::test {
+namespace {
+
+// `bytes` of a fast deterministic generator (xorshift), written in 1 MiB blocks.
+void write_random(const fs::path& path, uint64_t bytes, uint64_t seed) {
+  std::ofstream out(path, std::ios::binary);
+  std::vector<uint64_t> block(1 << 17);
+  uint64_t x = seed | 1;
+  for (uint64_t done = 0; done < bytes;) {
+    for (auto& w : block) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      w = x;
+    }
+    uint64_t n = std::min<uint64_t>(bytes - done, block.size() * sizeof(uint64_t));
+    out.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(n));
+    done += n;
+  }
+}
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  return run({"/usr/bin/cmp", "-s", a.string(), b.string()}).code == 0;
+}
+
+uint64_t size_of(const fs::path& p) {
+  std::error_code ec;
+  auto n = fs::file_size(p, ec);
+  return ec ? 0 : n;
+}
+
+// a -> b -> c, where c is the consumer: only a and b are daemons.
+struct Chain {
+  TempDir dir;
+  Pipeline p{dir, {{"a", {"b"}}, {"b", {"c"}}, {"c", {}}}};
+  Chain() {
+    p.start("b");
+    p.start("a");
+    for (const char* n : {"a", "b"}) {
+      EXPECT_TRUE(wait_until([&] { return !scrape(p.node(n).metrics).empty(); }, 10s)) << n;
+    }
+  }
+  std::unique_ptr<Process> recv(const fs::path& out, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{HOPRELAY_BIN, "recv",     "--topology", p.topology(), "--node",
+                                  "c",          "--output", out.string(), "--timeout",  "60"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto proc = std::make_unique<Process>(argv, dir / "recv.log");
+    // Up once it serves c's metrics (the consumer is that node, endpoint included).
+    EXPECT_TRUE(wait_until([&] { return !scrape(p.node("c").metrics).empty(); }, 10s))
+        << proc->output();
+    return proc;
+  }
+  // `cat FILE | hoprelay send --stdin ...`: a real pipe, not a file on standard input.
+  std::unique_ptr<Process> send_stdin(const fs::path& in, const std::string& extra = "") {
+    std::string cmd = "cat '" + in.string() + "' | '" + HOPRELAY_BIN + "' send --topology '" +
+                      p.topology().string() + "' --to a --stdin " + extra;
+    return std::make_unique<Process>(std::vector<std::string>{"/bin/sh", "-c", cmd},
+                                     dir / "send.log");
+  }
+};
+
+TEST(Streams, OneGiBThroughARelayKilledTwiceArrivesByteEqual) {
+  Chain c;
+  const fs::path in = c.dir / "in.bin", out = c.dir / "out.bin";
+  constexpr uint64_t kBytes = 1ull << 30;
+  write_random(in, kBytes, 42);
+  auto recv = c.recv(out);
+  auto send = c.send_stdin(in);
+  // The relay dies (kill -9) at a third and at two thirds of the stream, and comes back: a
+  // replays what b had not acknowledged, c's deduplication drops what it had already.
+  for (uint64_t mark : {kBytes / 3, 2 * kBytes / 3}) {
+    ASSERT_TRUE(wait_until([&] { return size_of(out) >= mark; }, 120s))
+        << "stalled at " << size_of(out) << " bytes\n"
+        << recv->output();
+    c.p.crash_and_restart("b");
+  }
+  ASSERT_EQ(send->wait(180s), 0) << send->output();
+  ASSERT_EQ(recv->wait(60s), 0) << recv->output();
+  EXPECT_NE(send->output().find(", 1073741824 bytes in"), std::string::npos) << send->output();
+  EXPECT_NE(recv->output().find("ended"), std::string::npos) << recv->output();
+  EXPECT_EQ(size_of(out), kBytes);
+  EXPECT_TRUE(same_file(in, out));
+  c.p.stop_all();
+}
+
+// Records of random lengths, 0 bytes to more than a slot (16 KiB: chunks), one per message.
+TEST(Streams, LinesAndLengthFramingArriveRecordForRecord) {
+  Chain c;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> pick(0, 5);
+  const uint32_t lengths[] = {0, 1, 100, 16383, 16384, 40000};
+  std::string lines, records;
+  for (int i = 0; i < 3000; ++i) {
+    uint32_t n = lengths[pick(rng)];
+    std::string body(n, '\0');
+    for (auto& ch : body) ch = static_cast<char>('a' + rng() % 26);
+    lines += body + "\n";
+    char len[4] = {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+    records += std::string(len, 4) + body;
+  }
+  for (const auto& [framing, text] :
+       std::vector<std::pair<std::string, std::string>>{{"lines", lines}, {"length", records}}) {
+    const fs::path in = c.dir / (framing + ".in"), out = c.dir / (framing + ".out");
+    write_file(in, text);
+    auto recv = c.recv(out, {"--framing", framing});
+    auto send = c.send_stdin(in, "--framing " + framing);
+    ASSERT_EQ(send->wait(60s), 0) << send->output();
+    ASSERT_EQ(recv->wait(60s), 0) << recv->output();
+    EXPECT_NE(send->output().find("sent 3000 messages"), std::string::npos) << send->output();
+    EXPECT_NE(recv->output().find("received 3000 messages"), std::string::npos) << recv->output();
+    EXPECT_TRUE(same_file(in, out)) << framing;
+  }
+  c.p.stop_all();
+}
+
+TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
+  Chain c;
+  auto recv_at = [&](const std::string& node) {
+    return run({HOPRELAY_BIN, "recv", "--topology", c.p.topology(), "--node", node}, 20s);
+  };
+  RunResult r = recv_at("b");
+  EXPECT_EQ(r.code, 78);
+  EXPECT_NE(r.output.find("node \"b\" has downstream peers (c): a consumer runs a leaf node"),
+            std::string::npos)
+      << r.output;
+  r = recv_at("zz");
+  EXPECT_EQ(r.code, 78);
+  EXPECT_NE(r.output.find("no node \"zz\" in topology it (nodes: a, b, c)"), std::string::npos)
+      << r.output;
+  r = run({HOPRELAY_BIN, "send", "--topology", c.p.topology(), "--to", "b", "--count", "1"}, 20s);
+  EXPECT_EQ(r.code, 78);
+  EXPECT_NE(r.output.find("has upstream peers"), std::string::npos) << r.output;
+  // A record larger than the pipeline takes (32 slots of 16 KiB) stops the stream, named.
+  std::string big(4, '\0');
+  const uint32_t n = 32 * 16384 + 1;
+  big = {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+  big += std::string(n, 'x');
+  write_file(c.dir / "big.in", big);
+  auto send = c.send_stdin(c.dir / "big.in", "--framing length");
+  EXPECT_EQ(send->wait(30s), 1);
+  EXPECT_NE(send->output().find("524289 bytes is more than pipeline it takes (524288"),
+            std::string::npos)
+      << send->output();
+  // Nothing reached the relay: a never forwarded a message.
+  EXPECT_EQ(metric_value(scrape(c.p.node("b").metrics), "hoprelay_messages_received_total"), 0);
+  c.p.stop_all();
+}
+
+}  // namespace
+}  // namespace hoprelay::test
