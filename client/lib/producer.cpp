@@ -45,18 +45,7 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   log().info("producer of origin {} to {} at {}: {}", origin_, head_->name,
              head_->listen.to_string(), choice.reason);
   loop_.set_pollable(true);
-  // One buffer per slot of the head: never more in flight than it has credits for.
-  const uint32_t n = head_->slots;
-  const size_t stride = (size_t{chunk_size_} + 63) & ~size_t{63};
-  memory_ = transport_->allocate(stride * n);
-  buffers_.resize(n);
-  free_.reserve(n);
-  for (uint32_t i = n; i-- > 0;) {
-    buffers_[i] = {memory_->data() + i * stride, 0, 0, 0, 0};
-    free_.push_back(&buffers_[i]);
-  }
-  queue_ = daemon::RingQueue<Buffer*>(n);
-
+  queue_ = daemon::RingQueue<Buffer*>(head_->slots);
   bool write = head_->ingress == config::Ingress::kWrite;
   link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
   int rc = wait_for([this] { return was_up_ || !refused_.empty(); },
@@ -231,7 +220,19 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
   if (was_up_) ++reconnects_;
   was_up_ = true;
   refused_.clear();
+  if (memory_) return;
+  // Memory is registered with the device the first connection opened (verbs has none
+  // before). One buffer per credit the head grants: never more in flight than it can take.
   chunk_size_ = std::min(chunk_size_, link.max_payload());
+  const uint32_t n = link.credits();
+  const size_t stride = (size_t{chunk_size_} + 63) & ~size_t{63};
+  memory_ = transport_->allocate(stride * n);
+  buffers_.resize(n);
+  free_.reserve(n);
+  for (uint32_t i = n; i-- > 0;) {
+    buffers_[i] = {memory_->data() + i * stride, 0, 0, 0, 0};
+    free_.push_back(&buffers_[i]);
+  }
 }
 
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {

@@ -1,16 +1,26 @@
 #!/bin/bash
-# Builds the .deb with cpack, installs it into a scratch root (dpkg -x: no change to this
-# machine) and runs `hoprelay validate` from it on the example topology it ships.
+# Builds the .debs with cpack (hoprelay, libhoprelay1, libhoprelay-dev, python3-hoprelay),
+# installs them into a scratch root (dpkg -x: no change to this machine), runs `hoprelay
+# validate` from it on the example topology it ships, and builds the client examples against
+# the installed library with pkg-config only, then runs producer -> a -> b -> consumer with the
+# installed daemon.
 #   test_deb.sh BUILD_DIR
 set -euo pipefail
 BUILD=$(cd "${1:?usage: test_deb.sh BUILD_DIR}" && pwd -P)
 fail() { echo "test_deb: FAIL: $*" >&2; exit 1; }
 
 cd "$BUILD"
-rm -f hoprelay_*.deb
+rm -f ./*.deb
 cpack -G DEB >cpack.log 2>&1 || { cat cpack.log; fail "cpack -G DEB failed"; }
 deb=$(ls hoprelay_*.deb)
-echo "built $deb"
+echo "built $(ls ./*.deb | xargs -n1 basename | tr '\n' ' ')"
+for p in libhoprelay1 libhoprelay-dev python3-hoprelay; do
+  [[ -f $(ls ${p}_*.deb 2>/dev/null | head -1) ]] || fail "no $p package"
+done
+[[ $(dpkg-deb -f "$deb" Depends) == *"libhoprelay1 (= "* ]] || fail "hoprelay does not depend on libhoprelay1"
+[[ $(dpkg-deb -f libhoprelay-dev_*.deb Depends) == *"libhoprelay1 (= "* ]] ||
+  fail "libhoprelay-dev does not depend on libhoprelay1"
+dpkg-deb --ctrl-tarfile libhoprelay1_*.deb | tar -t | grep shlibs >/dev/null || fail "libhoprelay1 has no shlibs"
 
 # Declared dependencies: found by dpkg-shlibdeps, plus the providers and systemd.
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -22,7 +32,16 @@ done
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
-dpkg -x "$deb" "$root"
+for d in ./*.deb; do dpkg -x "$d" "$root"; done
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+for f in "usr/lib/$arch/libhoprelay.so.1" "usr/lib/$arch/libhoprelay.so" \
+  "usr/lib/$arch/pkgconfig/hoprelay.pc" usr/include/hoprelay/client.h \
+  usr/include/hoprelay/client.hpp usr/lib/python3/dist-packages/hoprelay/__init__.py; do
+  [[ -e $root/$f ]] || fail "$f missing from the packages"
+done
+exported=$(nm -D --defined-only "$root/usr/lib/$arch/libhoprelay.so.1" | awk '$2 == "T" {print $3}' |
+  grep -vc '^hoprelay_' || true)
+[[ $exported == 0 ]] || fail "libhoprelay exports $exported symbols outside hoprelay_*"
 for f in usr/bin/hoprelay usr/sbin/hoprelayd usr/lib/systemd/system/hoprelayd@.service \
   usr/lib/sysusers.d/hoprelay.conf usr/share/doc/hoprelay/operations.md \
   usr/share/doc/hoprelay/hoprelay-alerts.yml usr/share/doc/hoprelay/examples/demo.toml \
@@ -42,4 +61,53 @@ out=$("$root/usr/bin/hoprelay" validate "$root/usr/share/doc/hoprelay/examples/d
 # The unit points at the installed paths.
 grep -q '^ExecStart=/usr/sbin/hoprelayd ' "$root/usr/lib/systemd/system/hoprelayd@.service" ||
   fail "unit ExecStart does not point at /usr/sbin/hoprelayd"
-echo "test_deb: package $deb installs and validates its example: $out"
+
+# An application's build: pkg-config finds the installed library (the scratch root stands for /).
+# (pkg-config drops -I/usr/include as a system path before adding the sysroot: keep it.)
+export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/usr/lib/$arch/pkgconfig
+export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+flags=$(pkg-config --cflags --libs hoprelay) || fail "pkg-config hoprelay"
+ex=$root/usr/share/doc/libhoprelay-dev/examples
+cc -Wall -Werror "$ex/producer.c" $flags -o "$root/producer" || fail "examples/producer.c does not build"
+c++ -std=c++20 -Wall -Werror "$ex/consumer.cpp" $flags -o "$root/consumer" ||
+  fail "examples/consumer.cpp does not build"
+
+# producer -> a -> b -> consumer (leaf c), the daemons from the package, TCP on loopback.
+base=$((20000 + $$ % 20000))
+cat >"$root/t.toml" <<T
+[pipeline]
+name = "pkg"
+transport = "tcp"
+slot_size = "16KiB"
+slots = 32
+[nodes.a]
+listen = "127.0.0.1:$base"
+downstream = ["b"]
+[nodes.b]
+listen = "127.0.0.1:$((base + 1))"
+downstream = ["c"]
+[nodes.c]
+listen = "127.0.0.1:$((base + 2))"
+T
+"$root/usr/sbin/hoprelayd" -t "$root/t.toml" -n b 2>"$root/b.log" &
+bpid=$!
+"$root/usr/sbin/hoprelayd" -t "$root/t.toml" -n a 2>"$root/a.log" &
+apid=$!
+trap 'kill $apid $bpid 2>/dev/null; rm -rf "$root"' EXIT
+"$root/consumer" "$root/t.toml" c >"$root/consumer.out" 2>&1 &
+cpid=$!
+# 5000 messages of 20000 bytes: larger than a slot, so every one travels as two chunks.
+timeout 120 "$root/producer" "$root/t.toml" a 5000 20000 || fail "producer: $(cat "$root/a.log")"
+wait $cpid || fail "consumer: $(cat "$root/consumer.out")"
+grep -q "consumer: 5000 messages, 100000000 bytes, 0 corrupt, 0 out of order" "$root/consumer.out" ||
+  fail "consumer said: $(cat "$root/consumer.out")"
+timeout 120 "$root/producer" "$root/t.toml" a 3000 1000 >/dev/null &
+ppid=$!
+"$root/consumer" "$root/t.toml" c >"$root/consumer.out" 2>&1 || fail "consumer: $(cat "$root/consumer.out")"
+wait $ppid || fail "second producer"
+grep -q "consumer: 3000 messages, 3000000 bytes, 0 corrupt, 0 out of order" "$root/consumer.out" ||
+  fail "consumer said: $(cat "$root/consumer.out")"
+# Python finds the installed module.
+PYTHONPATH=$root/usr/lib/python3/dist-packages HOPRELAY_LIBRARY=$root/usr/lib/$arch/libhoprelay.so.1 \
+  python3 -c "import hoprelay" || fail "python3 cannot import the installed hoprelay module"
+echo "test_deb: package $deb installs and validates its example: $out; examples built with pkg-config: 5000 + 3000 messages producer -> a -> b -> consumer, 0 corrupt"

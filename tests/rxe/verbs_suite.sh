@@ -128,6 +128,67 @@ T
     "$WORK/$name-c.json" "$count"
 }
 
+# An application at each end (docs/client.md): a 256 MiB byte stream from `hoprelay send
+# --stdin` through relay a and b to `hoprelay recv`, the consumer running leaf c in its own
+# process. Both ends are libhoprelay: the producer reads each message straight into a buffer it
+# reserved in registered memory and commits it (zero copy: RDMA WRITE with immediate from that
+# buffer into a's ring); the consumer gets views of c's slots. SHA-256 at both ends.
+stream() {
+  local t="$WORK/stream.toml" mb=${STREAM_MIB:-256} d=/tmp/stream  # the guest's tmpfs, not 9p
+  cat >"$t" <<T
+[pipeline]
+name = "stream"
+transport = "verbs"
+slot_size = "64KiB"
+slots = 32
+
+[nodes.a]
+listen = "$RXE_IP:7401"
+downstream = ["b"]
+ingress = "write"
+
+[nodes.b]
+listen = "$RXE_IP:7402"
+downstream = ["c"]
+forward = "write"
+
+[nodes.c]
+listen = "$RXE_IP:7403"
+metrics = "127.0.0.1:7404"
+T
+  start "$t" b
+  start "$t" a
+  mkdir -p "$d"
+  timeout 300 "$HOPRELAY" recv --topology "$t" --node c --output "$d/stream.out" \
+    --timeout 60 >"$WORK/stream-recv.out" 2>&1 &
+  local rpid=$!
+  wait_metrics 7404 || { fail "stream: the consumer did not start: $(tail -3 "$WORK/stream-recv.out")"; stop_all; return; }
+  head -c "${mb}M" /dev/urandom >"$d/stream.in"
+  local t0=$(date +%s.%N)
+  if ! timeout 300 sh -c "cat '$d/stream.in' | '$HOPRELAY' send --topology '$t' --to a --stdin \
+      --connect-timeout 20" >"$WORK/stream-send.out" 2>&1; then
+    fail "stream: hoprelay send failed: $(tail -3 "$WORK/stream-send.out")"
+  fi
+  if ! wait "$rpid"; then
+    fail "stream: hoprelay recv failed: $(tail -3 "$WORK/stream-recv.out")"
+  fi
+  local t1=$(date +%s.%N)
+  cat "$WORK/stream-send.out" "$WORK/stream-recv.out"
+  local in out
+  in=$(sha256sum <"$d/stream.in" | cut -c1-64)
+  out=$(sha256sum <"$d/stream.out" | cut -c1-64)
+  local verbs_lines
+  verbs_lines=$(grep -c "forwarding by" "$WORK/a.log" "$WORK/b.log" | awk -F: '{s+=$2} END {print s}')
+  stop_all || fail "stream: a daemon did not exit 0 on SIGTERM"
+  [[ $verbs_lines -ge 2 ]] || fail "stream: links did not come up over verbs"
+  if [[ $in == "$out" ]]; then
+    pass "stream: $mb MiB send --stdin -> a -> b -> recv over verbs, SHA-256 equal ($in), $(python3 -c "import sys; print(f'{$mb*8/1024/(float(sys.argv[2])-float(sys.argv[1])):.3f}')" "$t0" "$t1") Gb/s end to end"
+  else
+    fail "stream: SHA-256 differs: in $in, out $out ($(stat -c %s "$d/stream.out") bytes out)"
+  fi
+  rm -rf "$d"
+}
+
 # Delivery through failures over verbs: the relay killed with SIGKILL and restarted twice, then
 # the sink, while a paced stream of 100,000 flows. (Taking the netdev under rxe0 down and up is
 # netdev_flap below.)
@@ -556,6 +617,7 @@ chain chain-send send 7100
 chain chain-write write 7110
 chain chain-busy send 7160 busy 5000
 chain chain-chunks write 7200 event 1000 20000
+stream
 fanout
 undeclared
 auth

@@ -1,0 +1,830 @@
+"""Python over libhoprelay's C ABI (hoprelay/client.h), with ctypes only.
+
+Publish into a hoprelay pipeline with a :class:`Producer` and consume from it with a
+:class:`Consumer`::
+
+    import hoprelay
+
+    with hoprelay.Consumer("/etc/hoprelay/topology.toml", "sink") as consumer:
+        with consumer.recv(timeout=5.0) as msg:      # raises hoprelay.Timeout
+            handle(msg.origin, msg.seq, msg.data)    # msg.data: a view of the slot
+
+    with hoprelay.Producer("/etc/hoprelay/topology.toml", "head") as producer:
+        seq = producer.send(b"hello")
+        buf = producer.reserve(5)                    # zero copy: registered memory
+        buf[:] = b"world"
+        producer.commit(5)
+    # leaving the block closed the producer: flush, then the end-of-stream mark
+
+The library is found through the environment variable ``HOPRELAY_LIBRARY`` (a path) if it
+is set, else as ``libhoprelay.so.1`` by the dynamic loader. Its major version must be 1.
+
+Conventions (those of the C library):
+
+* Timeouts are in seconds (``int`` or ``float``). ``None`` waits as long as it takes, ``0``
+  never waits (the call raises :class:`Timeout` with status ``EAGAIN`` when it would have
+  to). They are rounded up to whole milliseconds. ``None`` waits in slices of 0.2 s, so that
+  Ctrl-C (KeyboardInterrupt) and other signal handlers get through; a finite timeout is one
+  library call, and signals are handled when it returns.
+* Errors raise :class:`HoprelayError` (a subclass per status, e.g. :class:`Timeout`,
+  :class:`NodeError`), carrying ``.status``, ``.name`` and the library's own explanation.
+* Threads: a handle (a Producer or a Consumer, with the Messages it returned) is used by one
+  thread at a time; the library takes no lock. Different handles may be used from different
+  threads at once: the GIL is released during every library call. This module refuses a
+  second thread entering a handle that is busy (``RuntimeError``) rather than let the
+  library's state be corrupted; it does not queue it.
+* Progress: the library has no thread of its own; it moves data, acknowledgements and
+  reconnections only inside its calls. An application that does not block in ``recv``,
+  ``send``, ``reserve`` or ``flush`` polls ``fileno()`` (readable when there is work, e.g. with
+  ``select``/``selectors``) and calls ``process()`` then.
+* Zero copy: :attr:`Message.data` is a read-only ``memoryview`` of the slot the message
+  landed in (no copy); it is valid until the message is released and must not be used after
+  that (copy with ``bytes(msg.data)`` to keep it). :meth:`Producer.reserve` returns a writable
+  ``memoryview`` of the library's registered send buffer, which must not be touched after
+  :meth:`Producer.commit`. The views this module handed out are released (any use raises
+  ``ValueError``) at release, commit and close; slices or other views made from them are
+  not, and must not outlive them.
+"""
+
+import ctypes
+import math
+import os
+import threading
+import weakref
+from collections import deque
+
+__all__ = [
+    "HoprelayError", "InvalidArgument", "ConfigError", "NodeError", "TooBig", "Timeout",
+    "Refused", "VersionError", "StateError", "Unavailable", "InternalError", "ClosedError",
+    "Producer", "Consumer", "Message", "version", "strerror", "library_path",
+    "OK", "EINVAL", "ECONFIG", "ENODE", "ETOOBIG", "ETIMEDOUT", "EAGAIN", "EREFUSED",
+    "EVERSION", "ESTATE", "EUNAVAILABLE", "EINTERNAL", "SEND_MORE", "MESSAGE_END",
+    "LOG_DEBUG", "LOG_INFO", "LOG_WARN", "LOG_ERROR",
+]
+
+# ---- constants of client.h ----------------------------------------------------------------
+
+VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
+VERSION_MINOR = 0
+
+OK = 0
+EINVAL = -1
+ECONFIG = -2
+ENODE = -3
+ETOOBIG = -4
+ETIMEDOUT = -5
+EAGAIN = -6
+EREFUSED = -7
+EVERSION = -8
+ESTATE = -9
+EUNAVAILABLE = -10
+EINTERNAL = -11
+
+LOG_DEBUG = 1
+LOG_INFO = 2
+LOG_WARN = 3
+LOG_ERROR = 4
+
+SEND_MORE = 0x1
+MESSAGE_END = 0x1
+
+_INT_MAX = 2**31 - 1
+_SLICE_MS = 200  # timeout=None: the library is called with this timeout, again and again
+
+# ---- the library ----------------------------------------------------------------------------
+
+library_path = os.environ.get("HOPRELAY_LIBRARY") or "libhoprelay.so.1"
+try:
+    _lib = ctypes.CDLL(library_path)
+except OSError as e:
+    raise ImportError(
+        "hoprelay: cannot load the C library %r (%s): install libhoprelay1, or set "
+        "HOPRELAY_LIBRARY to the path of libhoprelay.so.1" % (library_path, e)) from e
+
+_LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+class _ProducerOptions(ctypes.Structure):
+    """struct hoprelay_producer_options."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("version_major", ctypes.c_uint16),
+        ("version_minor", ctypes.c_uint16),
+        ("origin", ctypes.c_uint32),
+        ("first_seq", ctypes.c_uint64),
+        ("connect_timeout_ms", ctypes.c_int),
+        ("log", _LOG_FN),
+        ("log_user", ctypes.c_void_p),
+        ("log_level", ctypes.c_int),
+    ]
+
+    def __init__(self):
+        # hoprelay_producer_options_init() is static inline in the header: its defaults.
+        super().__init__(ctypes.sizeof(_ProducerOptions), VERSION_MAJOR, VERSION_MINOR,
+                         0, 0, 30000, _LOG_FN(), None, LOG_INFO)
+
+
+class _ConsumerOptions(ctypes.Structure):
+    """struct hoprelay_consumer_options."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("version_major", ctypes.c_uint16),
+        ("version_minor", ctypes.c_uint16),
+        ("log", _LOG_FN),
+        ("log_user", ctypes.c_void_p),
+        ("log_level", ctypes.c_int),
+    ]
+
+    def __init__(self):
+        # hoprelay_consumer_options_init()'s defaults.
+        super().__init__(ctypes.sizeof(_ConsumerOptions), VERSION_MAJOR, VERSION_MINOR,
+                         _LOG_FN(), None, LOG_INFO)
+
+
+class _Message(ctypes.Structure):
+    """struct hoprelay_message."""
+    _fields_ = [
+        ("origin", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("seq", ctypes.c_uint64),
+        ("data", ctypes.c_void_p),
+        ("length", ctypes.c_size_t),
+        ("internal_", ctypes.c_void_p),
+    ]
+
+
+class _ProducerStats(ctypes.Structure):
+    """struct hoprelay_producer_stats."""
+    _fields_ = [
+        ("sent", ctypes.c_uint64),
+        ("acknowledged", ctypes.c_uint64),
+        ("bytes_acknowledged", ctypes.c_uint64),
+        ("reconnects", ctypes.c_uint64),
+    ]
+
+
+def _declare(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_H = ctypes.c_void_p  # the opaque handles
+_c_int, _c_size, _c_u32, _c_u64 = ctypes.c_int, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint64
+_P = ctypes.POINTER
+
+_strerror = _declare("hoprelay_strerror", ctypes.c_char_p, _c_int)
+_last_error = _declare("hoprelay_last_error", ctypes.c_char_p)
+_version = _declare("hoprelay_version", _c_u32)
+
+_producer_open = _declare("hoprelay_producer_open", _c_int, ctypes.c_char_p, ctypes.c_char_p,
+                          _P(_ProducerOptions), _P(_H))
+_producer_send = _declare("hoprelay_producer_send", _c_int, _H, ctypes.c_void_p, _c_size,
+                          _c_int, _P(_c_u64), _c_int)
+_producer_reserve = _declare("hoprelay_producer_reserve", _c_int, _H, _c_size,
+                             _P(ctypes.c_void_p), _c_int)
+_producer_commit = _declare("hoprelay_producer_commit", _c_int, _H, _c_size, _c_int, _P(_c_u64))
+_producer_flush = _declare("hoprelay_producer_flush", _c_int, _H, _c_int)
+_producer_fd = _declare("hoprelay_producer_fd", _c_int, _H)
+_producer_process = _declare("hoprelay_producer_process", _c_int, _H)
+_producer_max_message = _declare("hoprelay_producer_max_message", _c_size, _H)
+_producer_max_reserve = _declare("hoprelay_producer_max_reserve", _c_size, _H)
+_producer_origin = _declare("hoprelay_producer_origin", _c_u32, _H)
+_producer_next_seq = _declare("hoprelay_producer_next_seq", _c_u64, _H)
+_producer_stats = _declare("hoprelay_producer_stats", None, _H, _P(_ProducerStats))
+_producer_close = _declare("hoprelay_producer_close", _c_int, _H, _c_int)
+_producer_destroy = _declare("hoprelay_producer_destroy", None, _H)
+
+_consumer_open = _declare("hoprelay_consumer_open", _c_int, ctypes.c_char_p, ctypes.c_char_p,
+                          _P(_ConsumerOptions), _P(_H))
+_consumer_recv = _declare("hoprelay_consumer_recv", _c_int, _H, _P(_Message), _c_int)
+_consumer_release = _declare("hoprelay_consumer_release", _c_int, _H, _P(_Message))
+_consumer_fd = _declare("hoprelay_consumer_fd", _c_int, _H)
+_consumer_process = _declare("hoprelay_consumer_process", _c_int, _H)
+_consumer_close = _declare("hoprelay_consumer_close", None, _H)
+
+
+def version():
+    """The loaded library's version as (major, minor)."""
+    v = _version()
+    return v >> 16, v & 0xFFFF
+
+
+if version()[0] != VERSION_MAJOR:
+    raise ImportError(
+        "hoprelay: %s is version %d.%d; this module needs major version %d "
+        "(libhoprelay.so.%d)" % (library_path, version()[0], version()[1], VERSION_MAJOR,
+                                  VERSION_MAJOR))
+
+
+def strerror(status):
+    """The status's name and meaning ("HOPRELAY_ETIMEDOUT: timed out")."""
+    return _strerror(int(status)).decode("utf-8", "replace")
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+_NAMES = {
+    OK: "HOPRELAY_OK", EINVAL: "HOPRELAY_EINVAL", ECONFIG: "HOPRELAY_ECONFIG",
+    ENODE: "HOPRELAY_ENODE", ETOOBIG: "HOPRELAY_ETOOBIG", ETIMEDOUT: "HOPRELAY_ETIMEDOUT",
+    EAGAIN: "HOPRELAY_EAGAIN", EREFUSED: "HOPRELAY_EREFUSED", EVERSION: "HOPRELAY_EVERSION",
+    ESTATE: "HOPRELAY_ESTATE", EUNAVAILABLE: "HOPRELAY_EUNAVAILABLE",
+    EINTERNAL: "HOPRELAY_EINTERNAL",
+}
+
+
+class HoprelayError(Exception):
+    """A failed call of libhoprelay.
+
+    ``status``: the (negative) hoprelay_status; ``name``: its name ("HOPRELAY_ENODE");
+    ``message``: what the library found wrong (hoprelay_last_error()), or the status's
+    meaning when it said nothing. ``str()`` gives "NAME: message".
+    """
+
+    def __init__(self, status, message=None):
+        self.status = int(status)
+        self.name = _NAMES.get(self.status, "HOPRELAY_STATUS_%d" % self.status)
+        if not message:
+            message = strerror(self.status).split(": ", 1)[-1]
+        self.message = message
+        super().__init__("%s: %s" % (self.name, message))
+
+
+class InvalidArgument(HoprelayError):
+    """HOPRELAY_EINVAL: a bad argument."""
+
+
+class ConfigError(HoprelayError):
+    """HOPRELAY_ECONFIG: the topology does not load or validate."""
+
+
+class NodeError(HoprelayError):
+    """HOPRELAY_ENODE: no such node, or the wrong kind (not a head / not a leaf)."""
+
+
+class TooBig(HoprelayError):
+    """HOPRELAY_ETOOBIG: larger than the pipeline (or a reserved buffer) takes."""
+
+
+class Timeout(HoprelayError):
+    """HOPRELAY_ETIMEDOUT (the timeout passed) or HOPRELAY_EAGAIN (timeout 0 and the call
+    would have had to wait): normal on the datapath, try again later."""
+
+
+class Refused(HoprelayError):
+    """HOPRELAY_EREFUSED: the head node refused this producer."""
+
+
+class VersionError(HoprelayError):
+    """HOPRELAY_EVERSION: options of an incompatible header version."""
+
+
+class StateError(HoprelayError):
+    """HOPRELAY_ESTATE: not valid now (commit without reserve, ...)."""
+
+
+class Unavailable(HoprelayError):
+    """HOPRELAY_EUNAVAILABLE: cannot start (port in use, no RDMA device, memlock limit)."""
+
+
+class InternalError(HoprelayError):
+    """HOPRELAY_EINTERNAL: a failure of the library or the system."""
+
+
+class ClosedError(StateError, ValueError):
+    """The handle was closed (or destroyed) already: status HOPRELAY_ESTATE. Also a
+    ValueError, like an operation on a closed file."""
+
+
+_CLASSES = {
+    EINVAL: InvalidArgument, ECONFIG: ConfigError, ENODE: NodeError, ETOOBIG: TooBig,
+    ETIMEDOUT: Timeout, EAGAIN: Timeout, EREFUSED: Refused, EVERSION: VersionError,
+    ESTATE: StateError, EUNAVAILABLE: Unavailable, EINTERNAL: InternalError,
+}
+
+
+def _error(status):
+    """The exception of a failed call; call it right after the call, on the same thread."""
+    text = _last_error()
+    text = text.decode("utf-8", "replace") if text else ""
+    return _CLASSES.get(status, HoprelayError)(status, text)
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+def _ms(timeout):
+    """Seconds (None: forever) to the library's milliseconds (-1: forever)."""
+    if timeout is None:
+        return -1
+    if timeout < 0:
+        raise ValueError("timeout must be None (wait as long as it takes) or 0 or more seconds")
+    return min(_INT_MAX, math.ceil(timeout * 1000))
+
+
+def _view(address, length, readonly):
+    """A memoryview (format 'B') of `length` bytes at `address`, without a copy."""
+    if not address or not length:
+        return memoryview(b"") if readonly else memoryview(bytearray())
+    array = (ctypes.c_char * length).from_address(address)
+    view = memoryview(array).cast("B")
+    return view.toreadonly() if readonly else view
+
+
+def _bytes_arg(data):
+    """(pointer argument, length) of a bytes-like object, without a copy when possible."""
+    if isinstance(data, bytes):
+        return data, len(data)
+    view = memoryview(data)
+    if not view.c_contiguous:
+        data = view.tobytes()
+        return data, len(data)
+    n = view.nbytes
+    if n == 0:
+        return None, 0
+    if view.readonly:
+        # ctypes gives no pointer into a read-only buffer other than bytes: copy (the library
+        # copies into its registered buffers anyway).
+        data = view.tobytes()
+        return data, n
+    return (ctypes.c_char * n).from_buffer(view), n
+
+
+def _log_callback(log):
+    if log is None:
+        return _LOG_FN()  # null: lines are discarded
+
+    def trampoline(_user, level, line):
+        log(level, line.decode("utf-8", "replace") if line else "")
+
+    return _LOG_FN(trampoline)
+
+
+class _Handle:
+    """An opaque handle of the library, with a guard against concurrent use by two threads
+    (the library takes no lock: one thread at a time per handle)."""
+
+    _kind = "handle"
+
+    def __init__(self):
+        self._h = None
+        self._lock = threading.Lock()
+        self._log_cb = None
+
+    def _enter(self):
+        """The handle, with the guard held: release self._lock after the call."""
+        if not self._lock.acquire(False):
+            raise RuntimeError(
+                "hoprelay: this %s is in use by another thread: a handle is used by one thread "
+                "at a time (use one handle per thread)" % self._kind)
+        if self._h is None:
+            self._lock.release()
+            raise ClosedError(ESTATE, "this %s is closed" % self._kind)
+        return self._h
+
+    @property
+    def closed(self):
+        """True once the handle was closed (or destroyed)."""
+        return self._h is None
+
+    def _fd(self, fn):
+        h = self._enter()
+        try:
+            fd = fn(h)
+            if fd < 0:
+                raise _error(fd)
+            return fd
+        finally:
+            self._lock.release()
+
+    def _call(self, fn, *args):
+        h = self._enter()
+        try:
+            self._between_calls(h)
+            rc = fn(h, *args)
+            if rc != OK:
+                raise _error(rc)
+        finally:
+            self._lock.release()
+
+    def _call_wait(self, fn, timeout, *args):
+        """fn(h, *args, timeout_ms), a call that waits. timeout None: in slices, again while
+        it times out (nothing happened then), so that signals get through."""
+        ms = _ms(timeout)
+        h = self._enter()
+        try:
+            while True:
+                self._between_calls(h)
+                rc = fn(h, *args, _SLICE_MS if ms < 0 else ms)
+                if rc != ETIMEDOUT or ms >= 0:
+                    break
+            if rc != OK:
+                raise _error(rc)
+        finally:
+            self._lock.release()
+
+    def _between_calls(self, h):
+        """Work of this module due before each library call, with the guard held."""
+
+
+# ---- producer -------------------------------------------------------------------------------
+
+class Producer(_Handle):
+    """A producer: connects to head node `head` of `topology` and sends messages into it.
+
+    `topology` is a file path, or the topology's TOML text itself when it contains a newline.
+    The constructor waits until the head has admitted this producer (up to
+    `connect_timeout` seconds). `origin` is the origin id every message carries (0: a random
+    one); `first_seq` the first message's sequence number (a restart resumes); `log`, if
+    given, a callable(level: int, line: str) called with the handle's log lines of level
+    `log_level` and above (connections, reconnections, refusals; never per message), on the
+    thread that called into the library, inside that call.
+
+    The head acknowledges each message once it is safe downstream; the library keeps every
+    message until then and sends again what was not acknowledged if the link drops.
+
+    Threads: one thread at a time (another thread entering a busy producer gets
+    RuntimeError). As a context manager, leaving the block normally calls :meth:`close`
+    (flush, then the end-of-stream mark), leaving it by an exception :meth:`destroy` (no
+    end-of-stream mark: the stream did not end whole). After close or destroy, every call
+    raises :class:`ClosedError`.
+    """
+
+    _kind = "producer"
+
+    def __init__(self, topology, head, *, origin=0, first_seq=0, connect_timeout=30.0,
+                 log=None, log_level=LOG_INFO):
+        super().__init__()
+        if connect_timeout is None or connect_timeout < 0:
+            raise ValueError("connect_timeout must be 0 or more seconds")
+        options = _ProducerOptions()
+        options.origin = origin
+        options.first_seq = first_seq
+        options.connect_timeout_ms = min(_INT_MAX, math.ceil(connect_timeout * 1000))
+        self._log_cb = _log_callback(log)  # kept alive as long as the handle
+        options.log = self._log_cb
+        options.log_level = log_level
+        self._reserved = None  # the memoryview reserve() gave, until commit
+        h = _H()
+        rc = _producer_open(os.fsencode(topology), os.fsencode(head), ctypes.byref(options),
+                            ctypes.byref(h))
+        if rc != OK:
+            raise _error(rc)
+        self._h = h.value
+
+    def __repr__(self):
+        if self._h is None:
+            return "<hoprelay.Producer closed>"
+        return "<hoprelay.Producer origin=%d next_seq=%d>" % (
+            _producer_origin(self._h), _producer_next_seq(self._h))
+
+    def send(self, data, more=False, timeout=None):
+        """Sends a copy of `data` (any bytes-like object, 0 to :attr:`max_message` bytes) as
+        the next message and returns its sequence number. `data` may be reused at once.
+
+        Waits up to `timeout` seconds (None: as long as it takes) for buffer space (the
+        head's credits): :class:`Timeout` then, nothing sent. A message larger than the
+        head's slots travels as chunks. :class:`TooBig` beyond max_message. `more=True`: more
+        messages follow at once, so the library may hold this one until the next send or
+        commit without it (or flush, close, a call that waits).
+        """
+        arg, n = _bytes_arg(data)
+        seq = _c_u64()
+        self._call_wait(_producer_send, timeout, arg, n, SEND_MORE if more else 0,
+                        ctypes.byref(seq))
+        return seq.value
+
+    def reserve(self, length, timeout=None):
+        """Zero copy: a writable memoryview of `length` bytes (1 to :attr:`max_reserve`) of
+        the library's registered send buffer, for the next message. Write the message into
+        it and :meth:`commit`; do not touch it after the commit (the view this returns is
+        released then). One reservation at a time. Waits up to `timeout` seconds for a free
+        buffer.
+        """
+        address = ctypes.c_void_p()
+        self._call_wait(_producer_reserve, timeout, length, ctypes.byref(address))
+        self._reserved = _view(address.value, length, readonly=False)
+        return self._reserved
+
+    def commit(self, length=None, more=False):
+        """Sends the reserved buffer's first `length` bytes (default: all of it, 1 to the
+        reserved length) as the next message; returns its sequence number."""
+        if length is None:
+            length = self._reserved.nbytes if self._reserved is not None else 0
+        seq = _c_u64()
+        self._call(_producer_commit, length, SEND_MORE if more else 0, ctypes.byref(seq))
+        self._drop_reserved()
+        return seq.value
+
+    def _drop_reserved(self):
+        view, self._reserved = self._reserved, None
+        if view is not None:
+            try:
+                view.release()
+            except BufferError:  # someone holds an export of it: their problem now
+                pass
+
+    def flush(self, timeout=None):
+        """Waits up to `timeout` seconds until every message sent is acknowledged by the
+        head (:class:`Timeout` otherwise)."""
+        self._call_wait(_producer_flush, timeout)
+
+    def fileno(self):
+        """A descriptor readable when the producer has work: call :meth:`process` then."""
+        return self._fd(_producer_fd)
+
+    def process(self):
+        """Does the work that is ready, without waiting (acknowledgements, reconnection,
+        sending)."""
+        self._call(_producer_process)
+
+    def _get(self, fn):
+        h = self._enter()
+        try:
+            return fn(h)
+        finally:
+            self._lock.release()
+
+    @property
+    def origin(self):
+        """The origin id every message of this producer carries."""
+        return self._get(_producer_origin)
+
+    @property
+    def next_seq(self):
+        """The sequence number the next message gets."""
+        return self._get(_producer_next_seq)
+
+    @property
+    def max_message(self):
+        """The largest message send takes (bytes)."""
+        return self._get(_producer_max_message)
+
+    @property
+    def max_reserve(self):
+        """The largest buffer reserve gives (one slot of the head)."""
+        return self._get(_producer_max_reserve)
+
+    def stats(self):
+        """{'sent', 'acknowledged', 'bytes_acknowledged', 'reconnects'}: the producer's
+        counters (messages handed to send or commit; of them, acknowledged by the head; their
+        bytes; times the link came back after a drop)."""
+        out = _ProducerStats()
+        self._get(lambda h: _producer_stats(h, ctypes.byref(out)))
+        return {name: getattr(out, name) for name, _ in _ProducerStats._fields_}
+
+    def close(self, timeout=None):
+        """Ends the stream: waits up to `timeout` seconds until everything sent is
+        acknowledged, sends the end-of-stream mark and closes. The handle is freed whatever
+        happens; :class:`Timeout` when messages were still unacknowledged (then no end mark
+        was sent). A reservation not committed is dropped. Closing a closed producer does
+        nothing."""
+        if self._h is None:
+            return
+        h = self._enter()
+        try:
+            self._drop_reserved()
+            self._h = None
+            rc = _producer_close(h, _ms(timeout))
+            if rc != OK:
+                raise _error(rc)
+        finally:
+            self._lock.release()
+
+    def destroy(self):
+        """Frees the handle at once: no flush and no end-of-stream mark; messages not yet
+        acknowledged are given up. For error paths. Does nothing when closed already."""
+        if self._h is None:
+            return
+        h = self._enter()
+        try:
+            self._drop_reserved()
+            self._h = None
+            _producer_destroy(h)
+        finally:
+            self._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.destroy()
+
+    def __del__(self):
+        # Like the C++ wrapper's destructor: no end-of-stream mark without close().
+        try:
+            if self._h is not None:
+                _producer_destroy(self._h)
+                self._h = None
+        except Exception:
+            pass
+
+
+# ---- consumer -------------------------------------------------------------------------------
+
+class _Lease:
+    """A received message's claim on its slot, until released. The data view's buffer holds
+    it, so a Message forgotten (with its view) without release() is given back by its
+    consumer's next call, as the C++ wrapper's destructor does."""
+
+    __slots__ = ("consumer", "msg", "released", "view", "__weakref__")
+
+    def __init__(self, consumer, msg):
+        self.consumer = consumer
+        self.msg = msg
+        self.released = False
+        self.view = None  # weakref to the data memoryview
+
+    def invalidate(self):
+        self.released = True
+        view = self.view() if self.view is not None else None
+        if view is not None:
+            try:
+                view.release()
+            except BufferError:
+                pass
+
+    def __del__(self):
+        try:
+            if not self.released and self.consumer._h is not None:
+                self.consumer._deferred.append(self.msg)  # deque.append: atomic
+        except Exception:
+            pass
+
+
+class Message:
+    """A message received by a :class:`Consumer`, or the end of a stream.
+
+    ``origin``, ``seq``, ``flags``; ``end`` is True for the end-of-stream mark (no data: the
+    producer of `origin` closed after the message before `seq`). ``data`` is a read-only
+    memoryview of the slot the message landed in, **not a copy**: it is valid until
+    :meth:`release` and must not be used after (the slot is reused). ``bytes(msg.data)``
+    copies it. The view itself is released at release() (using it raises ValueError), but
+    slices and other views made from it are not: do not keep them.
+
+    The message is acknowledged upstream when released: call :meth:`release`, or use the
+    message as a context manager (released on leaving the block). Unreleased messages hold
+    a slot each: when the node's slots are all held, the upstream waits. A message dropped
+    (with its data view) without release is released by its consumer's next recv, process
+    or close. Release on the thread that uses the consumer.
+    """
+
+    __slots__ = ("origin", "flags", "seq", "_lease", "_data")
+
+    def __init__(self, consumer, msg):
+        self.origin = msg.origin
+        self.flags = msg.flags
+        self.seq = msg.seq
+        lease = _Lease(consumer, msg)
+        if msg.data and msg.length:
+            array = (ctypes.c_char * msg.length).from_address(msg.data)
+            array._lease = lease  # the view keeps the claim on the slot alive
+            self._data = memoryview(array).cast("B").toreadonly()
+        else:
+            self._data = memoryview(b"")
+        lease.view = weakref.ref(self._data)
+        self._lease = lease
+        consumer._leases.add(lease)
+
+    @property
+    def end(self):
+        """True for the end-of-stream mark of `origin`."""
+        return bool(self.flags & MESSAGE_END)
+
+    @property
+    def data(self):
+        """The payload: a read-only memoryview of the library's slot, valid until release."""
+        if self._lease.released:
+            raise ClosedError(ESTATE, "message %d of origin %d was released (or its consumer "
+                              "closed): its data is gone" % (self.seq, self.origin))
+        return self._data
+
+    def __len__(self):
+        return self._lease.msg.length
+
+    @property
+    def released(self):
+        return self._lease.released
+
+    def release(self):
+        """Gives the message back (acknowledged upstream). Its data must not be read after.
+        Releasing twice does nothing; after the consumer was closed it only drops the data
+        (the message was not acknowledged: it comes again to whoever runs the node next)."""
+        lease = self._lease
+        if lease.released:
+            return
+        consumer = lease.consumer
+        if consumer._h is None:
+            lease.invalidate()
+            return
+        h = consumer._enter()
+        try:
+            lease.invalidate()
+            rc = _consumer_release(h, ctypes.byref(lease.msg))
+            if rc != OK:
+                raise _error(rc)
+        finally:
+            consumer._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.release()
+
+    def __repr__(self):
+        state = " released" if self._lease.released else ""
+        if self.end:
+            return "<hoprelay.Message end origin=%d seq=%d%s>" % (self.origin, self.seq, state)
+        return "<hoprelay.Message origin=%d seq=%d length=%d%s>" % (
+            self.origin, self.seq, len(self), state)
+
+
+class Consumer(_Handle):
+    """A consumer: runs leaf node `node` of `topology` (a path, or TOML text when it contains
+    a newline) in this process. It listens on the node's address and takes its upstream
+    peers' links, so open it before the producers send. The node's stage runs on every
+    message before the application sees it; a message larger than a slot is handed over
+    whole (reassembled).
+
+    :meth:`recv` returns :class:`Message` objects, in arrival order, whose data are views of
+    the node's slots (zero copy; see Message). `log`: as for :class:`Producer`.
+
+    Threads: one thread at a time, for the consumer and its messages (release included);
+    another thread entering it while busy gets RuntimeError. As a context manager it closes
+    on leaving the block. Closing with messages not released leaves them unacknowledged
+    (they come again) and invalidates their data views.
+    """
+
+    _kind = "consumer"
+
+    def __init__(self, topology, node, *, log=None, log_level=LOG_INFO):
+        super().__init__()
+        options = _ConsumerOptions()
+        self._log_cb = _log_callback(log)  # kept alive as long as the handle
+        options.log = self._log_cb
+        options.log_level = log_level
+        self._leases = weakref.WeakSet()  # messages out, not released
+        self._deferred = deque()  # _Message structs of messages dropped without release
+        h = _H()
+        rc = _consumer_open(os.fsencode(topology), os.fsencode(node), ctypes.byref(options),
+                            ctypes.byref(h))
+        if rc != OK:
+            raise _error(rc)
+        self._h = h.value
+
+    def __repr__(self):
+        return "<hoprelay.Consumer%s>" % (" closed" if self._h is None else "")
+
+    def _between_calls(self, h):
+        # Messages dropped without release (see _Lease) are released here, on this thread.
+        while self._deferred:
+            _consumer_release(h, ctypes.byref(self._deferred.popleft()))
+
+    def recv(self, timeout=None):
+        """The next message (or end-of-stream mark), waiting up to `timeout` seconds (None:
+        as long as it takes; 0: never). Raises :class:`Timeout` when none came in time."""
+        msg = _Message()
+        self._call_wait(_consumer_recv, timeout, ctypes.byref(msg))
+        return Message(self, msg)
+
+    def fileno(self):
+        """A descriptor readable when the consumer has work: call :meth:`process` then."""
+        return self._fd(_consumer_fd)
+
+    def process(self):
+        """Does the work that is ready, without waiting (receiving, sending credits)."""
+        self._call(_consumer_process)
+
+    def close(self):
+        """Closes the node's links and frees the consumer. Messages not released are not
+        acknowledged (they come again); their data views are released. Closing a closed
+        consumer does nothing."""
+        if self._h is None:
+            return
+        h = self._enter()
+        try:
+            self._between_calls(h)
+            for lease in list(self._leases):
+                lease.invalidate()
+            self._h = None
+            _consumer_close(h)
+        finally:
+            self._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._h is not None:
+                h, self._h = self._h, None
+                _consumer_close(h)
+        except Exception:
+            pass

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""The Python binding (python/hoprelay) against a real pipeline: two hoprelayd (a -> b) and
+the test process as leaf c.
+
+    python3 tests/python/test_client.py BUILD_DIR
+
+BUILD_DIR holds client/libhoprelay.so.1 and daemon/hoprelayd. Prints one line per check and
+"N passed, M failed" last; exits 0 only when every check passed.
+"""
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+if len(sys.argv) != 2:
+    sys.exit("usage: %s BUILD_DIR" % sys.argv[0])
+BUILD = os.path.abspath(sys.argv[1])
+LIBRARY = os.path.join(BUILD, "client", "libhoprelay.so.1")
+DAEMON = os.path.join(BUILD, "daemon", "hoprelayd")
+for path in (LIBRARY, DAEMON):
+    if not os.path.exists(path):
+        sys.exit("test_client.py: %s not found: build the project first" % path)
+os.environ["HOPRELAY_LIBRARY"] = LIBRARY
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+try:
+    import hoprelay  # noqa: E402
+except ImportError as e:
+    print("FAIL import hoprelay: %s" % e)
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+WATCHDOG_S = 90  # the whole run, on a slow machine; normally a few seconds
+RECV_TIMEOUT = 15.0  # one message
+
+results = {"passed": 0, "failed": 0}
+daemons = []  # (name, Popen, log path)
+
+
+def check(name, fn, *args, **kwargs):
+    """Runs one check: ok, or FAIL with the reason. Returns fn's result (None on failure)."""
+    start = time.monotonic()
+    try:
+        value = fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - every failure is reported, then counted
+        results["failed"] += 1
+        print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
+        traceback.print_exc(file=sys.stdout)
+        return None
+    results["passed"] += 1
+    print("ok   %s (%.2f s)" % (name, time.monotonic() - start), flush=True)
+    return value
+
+
+def expect(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def expect_error(fn, status, text, cls=hoprelay.HoprelayError):
+    try:
+        fn()
+    except cls as e:
+        expect(isinstance(e, hoprelay.HoprelayError), "%r is not a HoprelayError" % e)
+        expect(e.status == status, "status %d (%s), expected %d" % (e.status, e, status))
+        expect(text in str(e), "%r does not mention %r" % (str(e), text))
+        return e
+    raise AssertionError("no error raised (expected status %d, %r)" % (status, text))
+
+
+def free_ports(n):
+    """n distinct free TCP ports of 127.0.0.1 (all held open until every one is chosen)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        ports = [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    assert len(set(ports)) == n
+    return ports
+
+
+def write_topology(directory):
+    listen_a, listen_b, listen_c, metrics_a, metrics_b = free_ports(5)
+    text = """\
+[pipeline]
+name = "python-client"
+transport = "tcp"
+slot_size = "16KiB"
+slots = 32
+
+[nodes.a]
+listen = "127.0.0.1:%d"
+metrics = "127.0.0.1:%d"
+downstream = ["b"]
+
+[nodes.b]
+listen = "127.0.0.1:%d"
+metrics = "127.0.0.1:%d"
+downstream = ["c"]
+
+[nodes.c]
+listen = "127.0.0.1:%d"
+""" % (listen_a, metrics_a, listen_b, metrics_b, listen_c)
+    path = os.path.join(directory, "topology.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path, {"a": metrics_a, "b": metrics_b}
+
+
+def start_daemon(topology, node, directory, metrics_port):
+    log_path = os.path.join(directory, "hoprelayd-%s.log" % node)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([DAEMON, "--topology", topology, "--node", node],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                cwd=directory)
+    daemons.append((node, proc, log_path))
+    url = "http://127.0.0.1:%d/metrics" % metrics_port
+    deadline = time.monotonic() + 10
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError("hoprelayd --node %s exited with %d:\n%s"
+                               % (node, proc.returncode, tail(log_path)))
+        try:
+            with urllib.request.urlopen(url, timeout=1) as reply:
+                reply.read()
+            return proc
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("hoprelayd --node %s: no answer at %s within 10 s:\n%s"
+                                   % (node, url, tail(log_path)))
+            time.sleep(0.05)
+
+
+def tail(path, lines=20):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as e:
+        return "(%s)" % e
+
+
+def stop_daemons():
+    for _, proc, _ in daemons:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+    for _, proc, _ in daemons:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def watchdog():
+    print("FAIL: the test did not finish within %d s: killing it" % WATCHDOG_S, flush=True)
+    for node, _, log_path in daemons:
+        print("--- hoprelayd %s log:\n%s" % (node, tail(log_path)), flush=True)
+    stop_daemons()
+    print("%d passed, %d failed" % (results["passed"], results["failed"] + 1), flush=True)
+    os._exit(2)
+
+
+# ---- the messages ---------------------------------------------------------------------------
+
+SLOT = 16 * 1024
+rng = random.Random(20240611)
+SEND_SIZES = [1, 2, SLOT - 1, SLOT, SLOT + 1, 2 * SLOT, 2 * SLOT + 1, 40000]
+SEND_SIZES += [rng.randint(1, 40000) if i % 3 else rng.randint(1, 512)
+               for i in range(1000 - len(SEND_SIZES))]
+rng.shuffle(SEND_SIZES)
+SEND_PAYLOADS = [rng.randbytes(n) for n in SEND_SIZES]
+RESERVE_SIZES = [1, SLOT] + [rng.randint(1, SLOT) for _ in range(498)]
+RESERVE_PAYLOADS = [rng.randbytes(n) for n in RESERVE_SIZES]
+EXPECTED = SEND_PAYLOADS + RESERVE_PAYLOADS
+
+
+def produce(producer, report):
+    """The producer's thread: 1000 messages by send, 500 by reserve/commit, then close."""
+    try:
+        seqs = []
+        for i, payload in enumerate(SEND_PAYLOADS):
+            # Alternate bytes, bytearray and memoryview: every bytes-like object goes.
+            data = payload if i % 3 == 0 else bytearray(payload) if i % 3 == 1 \
+                else memoryview(payload)
+            seqs.append(producer.send(data, more=False, timeout=RECV_TIMEOUT))
+        for payload in RESERVE_PAYLOADS:
+            buf = producer.reserve(len(payload), timeout=RECV_TIMEOUT)
+            if len(buf) != len(payload) or buf.readonly:
+                raise AssertionError("reserve(%d) gave %r" % (len(payload), buf))
+            buf[:] = payload
+            seqs.append(producer.commit(len(payload)))
+            try:  # the view is gone after commit
+                buf[0]
+                raise AssertionError("the reserved view is still usable after commit")
+            except ValueError:
+                pass
+        report["seqs"] = seqs
+        report["stats_before_close"] = producer.stats()
+        producer.close(timeout=RECV_TIMEOUT)
+        report["closed"] = True
+    except BaseException as e:  # noqa: BLE001 - reported by the main thread
+        report["error"] = "".join(traceback.format_exception(e))
+        producer.destroy()
+
+
+def main():
+    timer = threading.Timer(WATCHDOG_S, watchdog)
+    timer.daemon = True
+    timer.start()
+    directory = tempfile.mkdtemp(prefix="hoprelay-python-")
+    ok = False
+    try:
+        topology, metrics = write_topology(directory)
+        run(topology, directory, metrics)
+        ok = True
+    except Exception:  # noqa: BLE001 - a bug of the test itself: reported, counted
+        results["failed"] += 1
+        print("FAIL: the test stopped:", flush=True)
+        traceback.print_exc(file=sys.stdout)
+    finally:
+        stop_daemons()
+        timer.cancel()
+        if results["failed"] or not ok:
+            for node, _, log_path in daemons:
+                print("--- hoprelayd %s log (%s):\n%s" % (node, log_path, tail(log_path)))
+            print("(logs kept in %s)" % directory)
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+    print("%d passed, %d failed" % (results["passed"], results["failed"]), flush=True)
+    return 0 if results["failed"] == 0 and ok else 1
+
+
+def run(topology, directory, metrics):
+    check("library version is 1.x", lambda: expect(hoprelay.version()[0] == 1,
+                                                   "version %r" % (hoprelay.version(),)))
+
+    # The node checks come before any connection: no daemon is needed for them.
+    check("Producer on a non-head node: ENODE, 'upstream peers'",
+          expect_error, lambda: hoprelay.Producer(topology, "b", connect_timeout=2),
+          hoprelay.ENODE, "upstream peers", hoprelay.NodeError)
+    check("Consumer on a non-leaf node: ENODE, 'downstream peers'",
+          expect_error, lambda: hoprelay.Consumer(topology, "b"), hoprelay.ENODE,
+          "downstream peers", hoprelay.NodeError)
+    check("Consumer on an unknown node: ENODE, 'no node'",
+          expect_error, lambda: hoprelay.Consumer(topology, "zz"), hoprelay.ENODE, "no node",
+          hoprelay.NodeError)
+
+    consumer_log = []
+    consumer = check("Consumer(c) opens (listens)", hoprelay.Consumer, topology, "c",
+                     log=lambda level, line: consumer_log.append((level, line)))
+    if consumer is None:
+        return
+    with consumer:
+        check("daemons a and b start (metrics answer)", lambda: [
+            start_daemon(topology, node, directory, metrics[node]) for node in ("b", "a")])
+
+        check("recv(timeout=0) with nothing there raises Timeout (EAGAIN)",
+              expect_error, lambda: consumer.recv(timeout=0), hoprelay.EAGAIN, "",
+              hoprelay.Timeout)
+        check("recv(timeout=0.05) with nothing there raises Timeout (ETIMEDOUT)",
+              expect_error, lambda: consumer.recv(timeout=0.05), hoprelay.ETIMEDOUT, "",
+              hoprelay.Timeout)
+
+        producer_log = []
+        producer = check("Producer(a) connects", hoprelay.Producer, topology, "a",
+                         connect_timeout=10,
+                         log=lambda level, line: producer_log.append((level, line)))
+        if producer is None:
+            return
+        limits = check("producer properties", producer_properties, producer)
+        check("send of more than max_message raises ETOOBIG (-4)", expect_error,
+              lambda: producer.send(bytes(producer.max_message + 1)), hoprelay.ETOOBIG,
+              "more than", hoprelay.TooBig)
+        check("reserve of more than max_reserve raises ETOOBIG (-4)", expect_error,
+              lambda: producer.reserve(producer.max_reserve + 1), hoprelay.ETOOBIG, "",
+              hoprelay.TooBig)
+        check("commit without reserve raises ESTATE (-9)", expect_error,
+              lambda: producer.commit(1), hoprelay.ESTATE, "", hoprelay.StateError)
+        origin = limits["origin"] if limits else producer.origin
+
+        # The producer runs in a thread of its own (another handle: allowed), the consumer
+        # here: each blocks in its calls while the other makes progress.
+        report = {}
+        thread = threading.Thread(target=produce, args=(producer, report), daemon=True)
+        thread.start()
+        check("1000 messages by send (1 to 40000 bytes) arrive in order, byte-equal",
+              receive, consumer, origin, 0, SEND_PAYLOADS)
+        check("500 messages by reserve/commit arrive in order, byte-equal",
+              receive, consumer, origin, len(SEND_PAYLOADS), RESERVE_PAYLOADS)
+        check("after close, one end-of-stream Message with seq 1500",
+              receive_end, consumer, origin, len(EXPECTED))
+        thread.join(RECV_TIMEOUT)
+        check("the producer thread sent everything and closed", producer_done, thread,
+              report)
+        check("recv(timeout=0) after the end raises Timeout", expect_error,
+              lambda: consumer.recv(timeout=0), hoprelay.EAGAIN, "", hoprelay.Timeout)
+        check("a closed producer raises ClosedError, not a crash", closed_producer, producer)
+        check("log callbacks were called", lambda: expect(
+            producer_log and all(isinstance(line, str) for _, line in producer_log),
+            "producer log lines: %r" % producer_log[:3]))
+    check("a closed consumer raises ClosedError", expect_error,
+          lambda: consumer.recv(timeout=0), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
+
+
+def producer_properties(producer):
+    got = {"origin": producer.origin, "next_seq": producer.next_seq,
+           "max_message": producer.max_message, "max_reserve": producer.max_reserve}
+    expect(got["origin"] != 0, "origin 0: %r" % got)
+    expect(got["next_seq"] == 0, "next_seq: %r" % got)
+    expect(got["max_message"] == 32 * SLOT, "max_message (32 slots of 16 KiB): %r" % got)
+    expect(got["max_reserve"] == SLOT, "max_reserve (one slot): %r" % got)
+    expect(producer.fileno() >= 0, "fileno %r" % producer.fileno())
+    stats = producer.stats()
+    expect(stats == {"sent": 0, "acknowledged": 0, "bytes_acknowledged": 0, "reconnects": 0},
+           "stats %r" % stats)
+    return got
+
+
+def receive(consumer, origin, first_seq, payloads):
+    for i, payload in enumerate(payloads):
+        seq = first_seq + i
+        msg = consumer.recv(timeout=RECV_TIMEOUT)
+        with msg:
+            expect(not msg.end, "message %d: an end mark" % seq)
+            expect(msg.origin == origin, "message %d: origin %d, expected %d"
+                   % (seq, msg.origin, origin))
+            expect(msg.seq == seq, "expected seq %d, got %d" % (seq, msg.seq))
+            data = msg.data
+            expect(data.readonly and data.format == "B", "data is not a read-only byte view")
+            expect(len(data) == len(payload), "message %d: %d bytes, expected %d"
+                   % (seq, len(data), len(payload)))
+            if bytes(data) != payload:
+                at = next(j for j in range(len(payload)) if data[j] != payload[j])
+                raise AssertionError("message %d (%d bytes) differs from byte %d on"
+                                     % (seq, len(payload), at))
+        # Released: the data view is gone with the slot.
+        expect(msg.released, "message %d not released" % seq)
+        try:
+            data[0]
+            raise AssertionError("message %d: data still readable after release" % seq)
+        except ValueError:
+            pass
+
+
+def receive_end(consumer, origin, seq):
+    msg = consumer.recv(timeout=RECV_TIMEOUT)
+    with msg:
+        expect(msg.end, "not an end mark: %r" % msg)
+        expect(msg.seq == seq, "end mark seq %d, expected %d" % (msg.seq, seq))
+        expect(msg.origin == origin, "end mark origin %d, expected %d" % (msg.origin, origin))
+        expect(len(msg.data) == 0, "end mark with %d bytes" % len(msg.data))
+
+
+def producer_done(thread, report):
+    expect(not thread.is_alive(), "the producer thread is still running")
+    expect("error" not in report, "the producer thread failed:\n%s" % report.get("error"))
+    expect(report.get("seqs") == list(range(len(EXPECTED))),
+           "send/commit returned seqs other than 0..1499")
+    stats = report.get("stats_before_close")
+    expect(stats and stats["sent"] == len(EXPECTED), "stats before close: %r" % stats)
+    expect(report.get("closed"), "close did not return")
+
+
+def closed_producer(producer):
+    expect(producer.closed, "not closed")
+    expect_error(lambda: producer.send(b"x"), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
+    expect_error(lambda: producer.origin, hoprelay.ESTATE, "closed", hoprelay.ClosedError)
+    expect_error(lambda: producer.fileno(), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
+    producer.close()  # closing twice does nothing
+    producer.destroy()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
