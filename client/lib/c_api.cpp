@@ -244,6 +244,10 @@ void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_produce
   out->reconnects = p->impl->reconnects();
 }
 
+int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms) {
+  return call(p, [&](auto& impl) { return impl.end(timeout_ms); });
+}
+
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms) {
   if (!p) return fail(HOPRELAY_EINVAL, "a null handle");
   std::unique_ptr<hoprelay_producer> owned(p);

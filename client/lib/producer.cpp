@@ -48,6 +48,8 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   queue_ = daemon::RingQueue<Buffer*>(head_->slots);
   bool write = head_->ingress == config::Ingress::kWrite;
   link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
+  // connect_timeout 0: no wait; the connection proceeds inside later calls (process()).
+  if (options.connect_timeout.count() == 0) return;
   int rc = wait_for([this] { return was_up_ || !refused_.empty(); },
                     static_cast<int>(options.connect_timeout.count()), "");
   if (!refused_.empty()) {
@@ -74,6 +76,9 @@ int Producer::wait_for(Done done, int timeout_ms, const char* what) {
       transport::EventLoop::Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
     if (done()) return HOPRELAY_OK;
+    if (!was_up_ && !refused_.empty()) {
+      return fail(HOPRELAY_EREFUSED, head_->name + " refused this producer: " + refused_);
+    }
     auto wait = std::chrono::milliseconds(1000);
     if (timeout_ms >= 0) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
@@ -102,6 +107,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
                                       ": its smallest slots times its smallest slot_size)");
   }
   if (reserved_) return fail(HOPRELAY_ESTATE, "send: commit the reserved buffer first");
+  if (end_sent_) return fail(HOPRELAY_ESTATE, "send: the stream has ended");
   const size_t chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
   if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) return rc;
   const uint64_t s = next_seq_++;
@@ -126,6 +132,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
 
 int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
   if (reserved_) return fail(HOPRELAY_ESTATE, "reserve: a buffer is reserved already: commit it");
+  if (end_sent_) return fail(HOPRELAY_ESTATE, "reserve: the stream has ended");
   if (length == 0) return fail(HOPRELAY_EINVAL, "reserve: a message has at least one byte");
   if (length > chunk_size_) {
     return fail(HOPRELAY_ETOOBIG, "reserve: " + std::to_string(length) + " bytes is more than " +
@@ -168,30 +175,36 @@ int Producer::process() {
   return HOPRELAY_OK;
 }
 
-int Producer::close(int timeout_ms) {
-  if (reserved_) {
-    free_.push_back(std::exchange(reserved_, nullptr));  // reserved, never committed: not sent
-  }
+int Producer::end(int timeout_ms) {
+  if (ended_) return HOPRELAY_OK;
   const auto started = transport::EventLoop::Clock::now();
-  int rc = flush(timeout_ms);
-  if (rc == HOPRELAY_OK) {
+  if (!end_sent_) {
+    if (reserved_) {
+      free_.push_back(std::exchange(reserved_, nullptr));  // reserved, never committed: unsent
+    }
+    if (int rc = flush(timeout_ms)) {
+      return fail(rc, std::string(last_error()) + " (" + std::to_string(sent_ - acked_) +
+                          " messages unacknowledged: the end-of-stream mark waits for them)");
+    }
     // The end mark takes a buffer like a message, and is acknowledged like one.
     Buffer* b = free_.back();
     free_.pop_back();
     *b = {b->data, 0, transport::kFlagEnd, 0, next_seq_};
     queue_.push_back(b);
+    end_sent_ = true;
     pump();
-    int left = timeout_ms;
-    if (timeout_ms > 0) {
-      auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-          transport::EventLoop::Clock::now() - started);
-      left = std::max<int>(1, timeout_ms - static_cast<int>(spent.count()));
-    }
-    rc = wait_for([this] { return ended_; }, left, "close");
-  } else {
-    rc = fail(rc, std::string(last_error()) + "; " + std::to_string(sent_ - acked_) +
-                      " messages unacknowledged, no end-of-stream mark sent");
   }
+  int left = timeout_ms;
+  if (timeout_ms > 0) {
+    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        transport::EventLoop::Clock::now() - started);
+    left = std::max<int>(0, timeout_ms - static_cast<int>(spent.count()));
+  }
+  return wait_for([this] { return ended_; }, left, "end of stream");
+}
+
+int Producer::close(int timeout_ms) {
+  int rc = end(timeout_ms);
   if (link_) link_->close();
   loop_.run_pending();
   return rc;

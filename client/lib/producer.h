@@ -39,7 +39,10 @@ class Producer final : public transport::LinkEvents {
   int commit(size_t length, int flags, uint64_t* seq);
   int flush(int timeout_ms);
   int process();
-  // Flush, the end-of-stream mark, and the link closed. The object is done afterwards.
+  // Once everything sent is acknowledged, the end-of-stream mark (sent once); OK when the mark
+  // is acknowledged, EAGAIN / ETIMEDOUT before (call again). Nothing can be sent after it.
+  int end(int timeout_ms);
+  // end(), and the link closed. The object is done afterwards.
   int close(int timeout_ms);
 
   int fd() const { return loop_.fd(); }
@@ -100,8 +103,9 @@ class Producer final : public transport::LinkEvents {
   uint64_t bytes_acked_ = 0;
   uint64_t reconnects_ = 0;
   bool was_up_ = false;
-  bool ended_ = false;   // the end mark is acknowledged
-  std::string refused_;  // the head's reason, while opening
+  bool end_sent_ = false;  // the end mark is queued: nothing more may be sent
+  bool ended_ = false;     // the end mark is acknowledged
+  std::string refused_;    // the head's reason, while opening
 };
 
 }  // namespace hoprelay::client

@@ -189,6 +189,31 @@ T
   rm -rf "$d"
 }
 
+# libhoprelay without blocking calls over verbs (tests/client/nonblocking.c): one process, one
+# thread, a producer and a consumer driven by poll(2) with timeout 0, the producer half by copy
+# and half by zero-copy reserve/commit (RDMA WRITE with immediate from the reserved buffer
+# into the consumer's ring), messages of 1 B to 2.5 slots (chunks), order and payload checked.
+nonblocking() {
+  local t="$WORK/nonblocking.toml"
+  cat >"$t" <<T
+[pipeline]
+name = "nonblocking"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 16
+
+[nodes.solo]
+listen = "$RXE_IP:7451"
+ingress = "write"
+T
+  local out
+  if out=$(timeout 120 "$BUILD/tests/client_nonblocking" "$t" solo 5000 2>&1); then
+    pass "nonblocking over verbs: $out"
+  else
+    fail "nonblocking over verbs: $out"
+  fi
+}
+
 # Delivery through failures over verbs: the relay killed with SIGKILL and restarted twice, then
 # the sink, while a paced stream of 100,000 flows. (Taking the netdev under rxe0 down and up is
 # netdev_flap below.)
@@ -618,6 +643,7 @@ chain chain-write write 7110
 chain chain-busy send 7160 busy 5000
 chain chain-chunks write 7200 event 1000 20000
 stream
+nonblocking
 fanout
 undeclared
 auth

@@ -79,10 +79,13 @@ struct hoprelay_producer_options {
   uint32_t struct_size;   /* sizeof(struct hoprelay_producer_options): set by _init */
   uint16_t version_major; /* HOPRELAY_CLIENT_VERSION_MAJOR: set by _init */
   uint16_t version_minor;
-  uint32_t origin;        /* the origin id every message carries; 0: a random one */
-  uint64_t first_seq;     /* the first message's sequence number (a restart resumes) */
-  int connect_timeout_ms; /* how long open waits for the head (default 30000) */
-  hoprelay_log_fn log;    /* null: log lines are discarded */
+  uint32_t origin;    /* the origin id every message carries; 0: a random one */
+  uint64_t first_seq; /* the first message's sequence number (a restart resumes) */
+  /* How long open waits for the head (default 30000). 0: open returns at once and the
+   * connection proceeds inside later calls: send and reserve say EAGAIN until the head has
+   * admitted the producer, EREFUSED if it refused. */
+  int connect_timeout_ms;
+  hoprelay_log_fn log; /* null: log lines are discarded */
   void* log_user;
   int log_level; /* the least level passed to log (default HOPRELAY_CLIENT_LOG_INFO) */
 };
@@ -154,10 +157,16 @@ struct hoprelay_producer_stats {
 };
 void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_producer_stats* out);
 
-/* Ends the stream: waits up to timeout_ms until everything sent is acknowledged, then sends
- * the end-of-stream mark (the consumers learn that this origin's stream ended after its last
- * message) and closes. Frees the handle whatever it returns; ETIMEDOUT when messages were
- * still unacknowledged (no end mark is sent then: the stream did not end whole). */
+/* Ends the stream without closing: once everything sent is acknowledged, sends the
+ * end-of-stream mark (the consumers learn that this origin's stream ended after its last
+ * message) and waits up to timeout_ms for its acknowledgement. EAGAIN / ETIMEDOUT: not yet;
+ * call again (the mark is sent once). After the first call, send and reserve return ESTATE.
+ * For an application that drives the producer from its own event loop (timeout 0). */
+int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms);
+
+/* hoprelay_producer_end() with timeout_ms, then closes the link and frees the handle,
+ * whatever it returns. ETIMEDOUT: messages (or the end mark) were still unacknowledged; if
+ * messages were, no end mark was sent (the stream did not end whole). */
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms);
 
 /* Frees the handle at once: no flush and no end-of-stream mark (the consumers do not learn

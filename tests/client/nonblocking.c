@@ -1,0 +1,137 @@
+/* libhoprelay without blocking calls: one thread drives a producer and a consumer with poll(2)
+ * on their descriptors, every call with timeout 0. The topology's node is a head and a leaf at
+ * once, so the consumer in this process is the node the producer sends to: neither handle can
+ * make progress unless the loop below drives both (the library has no thread of its own).
+ * Half the messages go by send (copies, some larger than a slot: chunks), half by reserve /
+ * commit (zero copy). Checks every payload, the order, the end of the stream, and that EAGAIN
+ * is what a full pipe says.
+ *
+ *   nonblocking TOPOLOGY NODE COUNT     (exit 0 and "nonblocking: ok ..." on success) */
+#include <hoprelay/client.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL(...)                     \
+  do {                                \
+    fprintf(stderr, "nonblocking: "); \
+    fprintf(stderr, __VA_ARGS__);     \
+    fprintf(stderr, "\n");            \
+    exit(1);                          \
+  } while (0)
+
+static size_t size_of(uint64_t seq, size_t slot) {
+  /* 1 byte .. 2.5 slots: whole messages and chunked ones */
+  return 1 + (size_t)((seq * 7919) % (slot * 5 / 2));
+}
+
+static void fill(unsigned char* p, size_t n, uint64_t seq) {
+  for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(seq * 31 + i);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 4) FAIL("usage: nonblocking TOPOLOGY NODE COUNT");
+  const char* topology = argv[1];
+  const char* node = argv[2];
+  const uint64_t count = strtoull(argv[3], NULL, 10);
+
+  hoprelay_consumer* c = NULL;
+  int rc = hoprelay_consumer_open(topology, node, NULL, &c);
+  if (rc) FAIL("consumer_open: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+  /* open waits for the head's welcome, which the consumer gives only when driven: connect in
+   * the background is not offered, so the producer's open gets a short timeout and is retried
+   * while the consumer's loop runs. */
+  hoprelay_producer* p = NULL;
+  struct hoprelay_producer_options po;
+  hoprelay_producer_options_init(&po);
+  po.connect_timeout_ms = 0;
+  for (int tries = 0;; ++tries) {
+    hoprelay_consumer_process(c);
+    rc = hoprelay_producer_open(topology, node, &po, &p);
+    if (rc == HOPRELAY_OK) break;
+    if (rc != HOPRELAY_ETIMEDOUT || tries > 2000) {
+      FAIL("producer_open: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+    }
+    po.connect_timeout_ms = 5;
+  }
+  const size_t slot = hoprelay_producer_max_reserve(p); /* the topology's, before the welcome */
+  unsigned char* copy = malloc(slot * 3);
+  uint64_t sent = 0, received = 0, eagain = 0;
+  int closing = 0, ended = 0;
+  struct pollfd fds[2] = {{hoprelay_producer_fd(p), POLLIN, 0},
+                          {hoprelay_consumer_fd(c), POLLIN, 0}};
+  while (!(ended && closing == 2)) {
+    /* Send until the library says it would wait. */
+    while (sent < count) {
+      size_t n = size_of(sent, slot);
+      if (sent % 2 == 1 && n <= slot) {
+        void* buf = NULL;
+        rc = hoprelay_producer_reserve(p, n, &buf, 0);
+        if (rc == HOPRELAY_OK) {
+          fill(buf, n, sent);
+          rc = hoprelay_producer_commit(p, n, 0, NULL);
+        }
+      } else {
+        fill(copy, n, sent);
+        rc = hoprelay_producer_send(p, copy, n, 0, NULL, 0);
+      }
+      if (rc == HOPRELAY_EAGAIN) {
+        ++eagain;
+        break;
+      }
+      if (rc)
+        FAIL("send %llu: %s: %s", (unsigned long long)sent, hoprelay_strerror(rc),
+             hoprelay_last_error());
+      ++sent;
+    }
+    if (sent == count && !closing) {
+      /* The end mark once everything is acknowledged, then its acknowledgement. */
+      rc = hoprelay_producer_end(p, 0);
+      if (rc == HOPRELAY_OK)
+        closing = 1;
+      else if (rc != HOPRELAY_EAGAIN)
+        FAIL("end: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+    }
+    /* Take what arrived. */
+    struct hoprelay_message m;
+    while ((rc = hoprelay_consumer_recv(c, &m, 0)) == HOPRELAY_OK) {
+      if (m.flags & HOPRELAY_MESSAGE_END) {
+        if (m.seq != count)
+          FAIL("end mark at %llu, not %llu", (unsigned long long)m.seq, (unsigned long long)count);
+        ended = 1;
+      } else {
+        if (m.seq != received)
+          FAIL("got seq %llu, expected %llu", (unsigned long long)m.seq,
+               (unsigned long long)received);
+        size_t n = size_of(m.seq, slot);
+        if (m.length != n)
+          FAIL("seq %llu: %zu bytes, not %zu", (unsigned long long)m.seq, m.length, n);
+        fill(copy, n, m.seq);
+        if (memcmp(copy, m.data, n) != 0)
+          FAIL("seq %llu: payload differs", (unsigned long long)m.seq);
+        ++received;
+      }
+      hoprelay_consumer_release(c, &m);
+    }
+    if (rc != HOPRELAY_EAGAIN) FAIL("recv: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+    if (closing == 1) {
+      rc = hoprelay_producer_close(p, 0); /* the end is acknowledged: nothing to wait for */
+      if (rc) FAIL("close: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+      p = NULL;
+      fds[0].fd = -1;
+      closing = 2;
+    }
+    if (ended && closing == 2) break;
+    if (poll(fds, 2, 1000) < 0) FAIL("poll");
+    if (p) hoprelay_producer_process(p);
+    hoprelay_consumer_process(c);
+  }
+  free(copy);
+  hoprelay_consumer_close(c);
+  if (received != count)
+    FAIL("received %llu of %llu", (unsigned long long)received, (unsigned long long)count);
+  printf("nonblocking: ok, %llu messages sent and received in order, %llu EAGAIN\n",
+         (unsigned long long)count, (unsigned long long)eagain);
+  return eagain > 0 ? 0 : 1;
+}
