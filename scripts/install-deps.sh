@@ -19,6 +19,7 @@ test_pkgs=(
   iproute2 kmod qemu-system-x86 busybox-static python3 systemd
   clang libclang-rt-14-dev
   prometheus  # the server and promtool, for tests/integration/prometheus_test.cpp
+  netcat-openbsd  # bench/client.sh: the plain TCP pipe the stream is compared with
 )
 
 want=("${build_pkgs[@]}")

@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
                  "Write the send time (CLOCK_MONOTONIC ns, u64) into each message's first 8 "
                  "bytes, for a latency-recording stage such as bench/latency_stage.c (the "
                  "payload then no longer passes verify-sink)");
+  send->add_flag("--copy", opts.copy,
+                 "Send generated messages by copy (hoprelay_producer_send) instead of writing "
+                 "them into reserved registered buffers (zero copy): for comparing the two");
   send->add_option("--origin", opts.origin, "Origin id carried by every message (default: random)");
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node");
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")

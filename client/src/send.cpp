@@ -118,9 +118,10 @@ class Sender {
     check(p_.send(m, more ? HOPRELAY_SEND_MORE : 0));
     bytes_ += m.size();
   }
-  // A buffer of n bytes for the next message: registered memory when it fits a slot.
+  // A buffer of n bytes for the next message: registered memory when it fits a slot (and
+  // --copy was not asked for).
   std::span<std::byte> begin(size_t n) {
-    if (n <= p_.max_reserve()) {
+    if (n <= p_.max_reserve() && !o_.copy) {
       int rc = 0;
       auto b = p_.reserve(n, -1, &rc);
       check(rc);

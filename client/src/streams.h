@@ -22,6 +22,9 @@ struct SendOptions {
   Framing framing = Framing::kRaw;
   double rate = 0;  // messages per second; 0 = as fast as credits allow
   bool stamp = false;
+  // Generated messages by copy (hoprelay_producer_send) even when they fit a reserved buffer:
+  // for comparing the copy with zero-copy reserve/commit (bench).
+  bool copy = false;
   uint32_t origin = 0;
   uint64_t first_seq = 0;
   int connect_timeout_ms = 30000;
