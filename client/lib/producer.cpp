@@ -198,7 +198,7 @@ int Producer::end(int timeout_ms) {
   if (timeout_ms > 0) {
     auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
         transport::EventLoop::Clock::now() - started);
-    left = std::max<int>(0, timeout_ms - static_cast<int>(spent.count()));
+    left = std::max<int>(1, timeout_ms - static_cast<int>(spent.count()));  // 0 = EAGAIN
   }
   return wait_for([this] { return ended_; }, left, "end of stream");
 }

@@ -193,6 +193,7 @@ _producer_max_reserve = _declare("hoprelay_producer_max_reserve", _c_size, _H)
 _producer_origin = _declare("hoprelay_producer_origin", _c_u32, _H)
 _producer_next_seq = _declare("hoprelay_producer_next_seq", _c_u64, _H)
 _producer_stats = _declare("hoprelay_producer_stats", None, _H, _P(_ProducerStats))
+_producer_end = _declare("hoprelay_producer_end", _c_int, _H, _c_int)
 _producer_close = _declare("hoprelay_producer_close", _c_int, _H, _c_int)
 _producer_destroy = _declare("hoprelay_producer_destroy", None, _H)
 
@@ -434,8 +435,10 @@ class Producer(_Handle):
 
     `topology` is a file path, or the topology's TOML text itself when it contains a newline.
     The constructor waits until the head has admitted this producer (up to
-    `connect_timeout` seconds). `origin` is the origin id every message carries (0: a random
-    one); `first_seq` the first message's sequence number (a restart resumes); `log`, if
+    `connect_timeout` seconds; 0: it returns at once and the connection proceeds inside later
+    calls, which raise :class:`Refused` if the head refused). `origin` is the origin id every
+    message carries (0: a random one); `first_seq` the first message's sequence number (a
+    restart resumes); `log`, if
     given, a callable(level: int, line: str) called with the handle's log lines of level
     `log_level` and above (connections, reconnections, refusals; never per message), on the
     thread that called into the library, inside that call.
@@ -573,11 +576,20 @@ class Producer(_Handle):
         self._get(lambda h: _producer_stats(h, ctypes.byref(out)))
         return {name: getattr(out, name) for name, _ in _ProducerStats._fields_}
 
+    def end(self, timeout=None):
+        """Ends the stream without closing: once everything sent is acknowledged, sends the
+        end-of-stream mark (once) and waits up to `timeout` seconds for its acknowledgement.
+        :class:`Timeout`: not yet, call again (timeout 0 suits an application driving the
+        producer from its own event loop). After the first call, send and reserve raise
+        :class:`StateError`. A reservation not committed is dropped."""
+        self._drop_reserved()
+        self._call_wait(_producer_end, timeout)
+
     def close(self, timeout=None):
-        """Ends the stream: waits up to `timeout` seconds until everything sent is
-        acknowledged, sends the end-of-stream mark and closes. The handle is freed whatever
-        happens; :class:`Timeout` when messages were still unacknowledged (then no end mark
-        was sent). A reservation not committed is dropped. Closing a closed producer does
+        """Ends the stream (:meth:`end` with `timeout` seconds), then closes the link and frees
+        the handle, whatever happened. :class:`Timeout` when messages (or the end mark) were
+        still unacknowledged; if messages were, no end mark was sent (the stream did not end
+        whole). A reservation not committed is dropped. Closing a closed producer does
         nothing."""
         if self._h is None:
             return
