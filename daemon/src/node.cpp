@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <tuple>
 
 #include "hoprelay/transport/log.h"
 
@@ -225,7 +226,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   // from it means its sender gave that message up, and it cannot complete.
   if (in && in->assembling &&
       (in->assembling->origin != slot.origin || in->assembling->seq != slot.seq)) {
-    abandon(*in->assembling, dropped_incomplete_);
+    abandon(*in->assembling, dropped_incomplete_, "incomplete");
   }
   if (transport::is_chunk(slot.flags, slot.chunk)) {
     return in ? on_chunk(*in, slot) : consume(link, slot);
@@ -242,7 +243,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    slot.flags,
                    slot.seq,
                    0};
-  if (run_stage(msg) != HOPRELAY_FORWARD) return consume(link, slot);
+  if (run_stage(msg, &link) != HOPRELAY_FORWARD) return consume(link, slot);
   slot.length = msg.length;
   if (active_.empty()) return deliver(link, slot);  // a leaf
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
@@ -250,7 +251,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   route(slot);
 }
 
-hoprelay_verdict Node::run_stage(hoprelay_msg& msg) {
+hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink* from) {
   const uint32_t capacity = msg.capacity;
   // The stage's time is measured on one message in kStageSample: two clock reads per message
   // cost more than most stages (a histogram wants a sample, not every message).
@@ -266,10 +267,15 @@ hoprelay_verdict Node::run_stage(hoprelay_msg& msg) {
     case HOPRELAY_DROP:
       stage_drop_.add();
       dropped_by_stage_.add();
+      warn_drop("stage_drop", peer_of(from), "the stage dropped it (DROP)", msg.origin, msg.seq);
       return verdict;
     default:
       stage_error_.add();
       dropped_stage_error_.add();
+      warn_drop("stage_error", peer_of(from),
+                msg.length > capacity ? "the stage grew it past its slot (ERROR)"
+                                      : "the stage returned ERROR",
+                msg.origin, msg.seq);
       return HOPRELAY_ERROR;
   }
 }
@@ -318,6 +324,8 @@ void Node::pump(Downstream& d) {
       // make the peer close the link and the replay loop forever. Counted and dropped.
       d.waiting.pop_front();
       dropped_too_large_.add();
+      warn_drop("too_large_for_peer", d.name, "larger than the downstream's slots", s->origin,
+                s->seq);
       if (!d.warned_too_large) {
         d.warned_too_large = true;
         log().error(
@@ -524,20 +532,26 @@ void Node::stop_dropping(Downstream& d, std::string_view now_what) {
 
 void Node::drop_waiting(Downstream& d) {
   uint64_t dropped = 0;
+  uint32_t origin = 0;
+  uint64_t seq = 0;
   while (!d.waiting.empty()) {
     transport::Slot* s = d.waiting.front();
     d.waiting.pop_front();
+    if (dropped == 0) std::tie(origin, seq) = std::pair(s->origin, s->seq);
     if (!(s->flags & transport::kFlagEnd)) ++dropped;  // an end mark is not a message
     if (--s->refs == 0) release(*s);
   }
   if (dropped == 0) return;
   dropped_peer_down_.add(dropped);
+  warn_drop("peer_down", d.name, "its downstream is down longer than peer_down_timeout", origin,
+            seq, dropped);
   d.dropped_while_down += dropped;
   if (d.retiring) retire_if_done(d);
 }
 
 void Node::tick() {
   stage_.flush();
+  drops_.flush(loop_.now_ns());
   abort_orphans();
   slots_in_use_->Set(static_cast<double>(held_));
   for (auto& d : downstream_) {

@@ -26,7 +26,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     // this copy started is given up; a link it opened downstream is ended (an abort), or
     // that link would wait for the rest of it forever.
     if (p) {
-      if (p->mode == Mode::kAssemble) abandon(*p, dropped_duplicate_);
+      if (p->mode == Mode::kAssemble) abandon(*p, dropped_duplicate_, nullptr);
       if (p->mode == Mode::kForward && p->forwarded) send_abort(*p);
       partials_.close(*p);
     }
@@ -38,7 +38,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     if (abort) return consume(link, slot);
     if (partials_.full()) {
       Partial& victim = partials_.oldest();
-      if (victim.mode == Mode::kAssemble) abandon(victim, dropped_incomplete_);
+      if (victim.mode == Mode::kAssemble) abandon(victim, dropped_incomplete_, "incomplete");
       if (victim.mode == Mode::kForward && victim.forwarded) send_abort(victim);
       partials_.close(victim);
     }
@@ -53,6 +53,8 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
       // Its first chunks are gone (given up here earlier): it cannot be made whole.
       p->mode = Mode::kDiscard;
       dropped_incomplete_.add();
+      warn_drop("incomplete", peer_of(&link), "its first chunks were given up here earlier",
+                slot.origin, slot.seq);
     }
   }
   if (slot.chunk < p->next_chunk) {
@@ -66,7 +68,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
       dropped_duplicate_.add();
       return consume(link, slot);
     }
-    abandon(*p, dropped_incomplete_);
+    abandon(*p, dropped_incomplete_, "incomplete");
   }
   p->next_chunk = slot.chunk + 1;
   if (p->mode != Mode::kAssemble) p->link = &link;  // where the rest will come from
@@ -77,7 +79,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     if (p->mode == Mode::kForward && p->forwarded && !active_.empty()) {
       route(slot, p);
     } else {
-      if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_);
+      if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_, "incomplete");
       consume(link, slot);
     }
     return partials_.close(*p);
@@ -103,7 +105,7 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
                    static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
                    slot.seq,
                    slot.chunk};
-  if (run_stage(msg) != HOPRELAY_FORWARD) {
+  if (run_stage(msg, slot.link) != HOPRELAY_FORWARD) {
     // Dropped (counted once: the rest of the message is discarded without the stage). When
     // earlier chunks went downstream already, an abort in this chunk's place ends it there.
     p.mode = Mode::kDiscard;
@@ -127,14 +129,15 @@ void Node::assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot) {
   if (!(slot.flags & transport::kFlagMore)) return deliver_assembled(p, in);
   // Every slot of the link holds this message and it is still not complete: only a sender
   // that ignores the pipeline's largest message (min slots x min slot_size) does that.
-  if (p.held >= in.link->slots()) abandon(p, dropped_reassembly_full_);
+  if (p.held >= in.link->slots()) abandon(p, dropped_reassembly_full_, "reassembly_full");
 }
 
 // The last chunk is here: the stage sees the message whole (copied together), and a relay
 // sends the result on from the same slots, as chunks again.
 void Node::deliver_assembled(Partial& p, Inbound& in) {
   in.assembling = nullptr;
-  if (p.bytes > UINT32_MAX) return abandon(p, dropped_incomplete_);  // beyond any message size
+  if (p.bytes > UINT32_MAX)
+    return abandon(p, dropped_incomplete_, "incomplete");  // beyond any message size
   const uint32_t slot_size = spec_->slot_size;
   const size_t room = size_t{p.held} * slot_size;
   if (scratch_.size() < room) scratch_.resize(room);  // grows to the largest message, once
@@ -153,7 +156,7 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                    flags,
                    p.seq,
                    0};
-  const bool passed = run_stage(msg) == HOPRELAY_FORWARD;
+  const bool passed = run_stage(msg, in.link) == HOPRELAY_FORWARD;
   if (passed && active_.empty() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
     for (transport::Slot* s = list; s; s = s->next) ++held_;
@@ -182,7 +185,7 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
   }
 }
 
-void Node::abandon(Partial& p, HotCounters::Ref& reason) {
+void Node::abandon(Partial& p, HotCounters::Ref& reason, const char* label) {
   if (p.mode == Mode::kAssemble) {
     for (auto& in : inbound_) {
       if (in.assembling == &p) in.assembling = nullptr;
@@ -190,6 +193,13 @@ void Node::abandon(Partial& p, HotCounters::Ref& reason) {
     consume_held(p);
   }
   reason.add();
+  if (label) {
+    warn_drop(label, peer_of(p.link),
+              label == std::string_view("reassembly_full")
+                  ? "its chunks fill the link's whole ring and it is still not complete"
+                  : "chunks of it are missing, or its sender gave it up",
+              p.origin, p.seq);
+  }
   p.mode = Mode::kDiscard;
 }
 

@@ -14,6 +14,7 @@
 
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/dedup.h"
+#include "hoprelay/daemon/drop_log.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/ring_queue.h"
@@ -141,7 +142,16 @@ class Node final : public transport::LinkEvents {
   Inbound* inbound_of(transport::InboundLink& link);
   // Runs the stage on one message (or chunk), counts its verdict, and times one in
   // kStageSample. A FORWARD that grew the message past its capacity is an ERROR.
-  hoprelay_verdict run_stage(hoprelay_msg& msg);
+  // `from`: the link the message came on (the drop warning names it).
+  hoprelay_verdict run_stage(hoprelay_msg& msg, const transport::InboundLink* from);
+  // A message given up: the warning (rate-limited, drop_log.h); the caller counts it.
+  void warn_drop(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
+                 uint64_t seq, uint64_t count = 1) {
+    drops_.note(reason, peer, why, origin, seq, loop_.now_ns(), count);
+  }
+  static std::string_view peer_of(const transport::InboundLink* link) {
+    return link ? std::string_view(link->peer().name) : std::string_view();
+  }
   // Chunks of a message larger than a slot (partials.h).
   // (node_chunks.cpp)
   void on_chunk(Inbound& in, transport::Slot& slot);
@@ -150,7 +160,8 @@ class Node final : public transport::LinkEvents {
   void deliver_assembled(Partial& p, Inbound& in);
   // Gives up a message: releases the chunks held for it, counts it dropped for `reason`,
   // and discards whatever else of it arrives.
-  void abandon(Partial& p, HotCounters::Ref& reason);
+  // `label` names the reason in the drop warning; null for a replayed copy (not a loss).
+  void abandon(Partial& p, HotCounters::Ref& reason, const char* label);
   void consume_held(Partial& p);  // releases the chunks held for p (no count)
   // An inbound link went down: forget the messages in passage from it (their sender sends
   // them again); those partly forwarded already wait for the rest kOrphanTimeoutNs.
@@ -198,6 +209,7 @@ class Node final : public transport::LinkEvents {
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
+  DropLog drops_;
   PartialTable partials_;
   std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
   // Abort frames the node itself sends (send_abort): a few header-only slots of its own.

@@ -1,0 +1,45 @@
+// Warnings for the messages a node gives up (docs/operations.md, "Dropped messages"): every
+// kind of drop is logged at warning level, rate-limited per (reason, peer), so a stuck stage or
+// a peer that is down cannot flood the journal. The first drop of a kind is logged at once,
+// with the message's origin and sequence number; after that one line per interval says how
+// many more there were. The counters (hoprelay_messages_dropped_total) count every one.
+//
+// On the data path only when a message is dropped: a linear search of a few entries and an
+// integer add; a line is formatted for the first drop of a kind and then once per interval.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hoprelay::daemon {
+
+class DropLog {
+ public:
+  explicit DropLog(std::chrono::seconds interval = std::chrono::seconds(5))
+      : interval_ns_(static_cast<uint64_t>(interval.count()) * 1'000'000'000u) {}
+
+  // `reason`: the metric label (a string literal); `peer`: the link the message came from, or
+  // for a downstream's drops the peer it was for; `why`: the sentence for a person.
+  void note(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
+            uint64_t seq, uint64_t now_ns, uint64_t count = 1);
+  // Once a second (Node::tick): a line per kind with drops since its last line, when the
+  // interval has passed.
+  void flush(uint64_t now_ns);
+
+ private:
+  struct Entry {
+    const char* reason;
+    std::string peer;
+    std::string why;
+    uint64_t pending = 0;  // dropped since the last line
+    uint64_t total = 0;
+    uint64_t last_ns = 0;  // when the last line was logged
+  };
+  uint64_t interval_ns_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace hoprelay::daemon
