@@ -114,10 +114,15 @@ printf '  %-44s %8s Gb/s\n' "cat | nc -> nc -l > file (plain TCP pipe)" "$bp"
 printf '  %-44s %8s Gb/s  %sx the pipe\n' "send --stdin -> a -> recv > file (one relay)" "$b1" "$(ratio "$b1" "$bp")"
 printf '  %-44s %8s Gb/s  %sx the pipe\n' "send --stdin -> a -> b -> recv > file" "$b2" "$(ratio "$b2" "$bp")"
 
-echo "== producer into one leaf daemon (best of $runs; msg/s)"
+echo "== producer into one leaf daemon (best of $runs; msg/s; slots of the message's size, 4 MiB in flight)"
 printf '  %8s | %12s | %12s | %12s | %s\n' size "zero copy" "copy" "before" "zero copy / before"
 for size in $sizes; do
-  count=$((size <= 64 ? 2000000 : (size <= 4096 ? 500000 : 50000)))
+  count=$((size <= 64 ? 3000000 : (size <= 4096 ? 500000 : 50000)))
+  # bench/run.sh's geometry: slot_size = the size (256 B to 256 KiB), about 4 MiB in flight.
+  slot=$((size < 256 ? 256 : (size > 262144 ? 262144 : size)))
+  slots=$(((4 << 20) / slot))
+  slots=$((slots < 64 ? 64 : (slots > 4096 ? 4096 : slots)))
+  sed -i "s/^slot_size = .*/slot_size = $slot/; s/^slots = .*/slots = $slots/" "$work/t.toml"
   zc=() cp=() old=()
   for _ in $(seq "$runs"); do
     start "$build" x

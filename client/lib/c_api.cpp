@@ -93,7 +93,6 @@ LogRoute route_of(hoprelay_log_fn fn, void* user, int level) {
 template <class H, class Fn>
 int call(H* h, Fn fn) {
   if (!h || !h->impl) return fail(HOPRELAY_EINVAL, "a null handle");
-  hoprelay::client::clear_error();
   LogScope scope(h->route);
   try {
     return fn(*h->impl);

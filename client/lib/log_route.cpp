@@ -10,8 +10,11 @@
 namespace hoprelay::client {
 namespace {
 
-thread_local const LogRoute* current = nullptr;
-thread_local std::string error_text;
+// initial-exec: a load from the thread pointer instead of a __tls_get_addr call, on every
+// datapath call (LogScope). A pointer and a string fit the static TLS that glibc keeps for
+// libraries loaded later (dlopen, Python's ctypes).
+__attribute__((tls_model("initial-exec"))) thread_local const LogRoute* current = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local std::string error_text;
 
 int level_of(spdlog::level::level_enum l) {
   switch (l) {

@@ -72,6 +72,7 @@ Producer::~Producer() {
 
 template <class Done>
 int Producer::wait_for(Done done, int timeout_ms, const char* what) {
+  if (done()) return HOPRELAY_OK;  // the common case: no clock read, no loop
   const auto deadline =
       transport::EventLoop::Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
@@ -157,10 +158,13 @@ int Producer::commit(size_t length, int flags, uint64_t* seq) {
   Buffer* b = std::exchange(reserved_, nullptr);
   const uint64_t s = next_seq_++;
   *b = {b->data, static_cast<uint32_t>(length), 0, 0, s};
-  queue_.push_back(b);
   ++sent_;
   if (seq) *seq = s;
-  pump();
+  // Straight to the link when nothing waits before it (the common case), else in order.
+  if (!queue_.empty() || !post(*b)) {
+    queue_.push_back(b);
+    pump();
+  }
   if (!(flags & HOPRELAY_SEND_MORE)) loop_.run_pending();
   return HOPRELAY_OK;
 }
@@ -210,14 +214,15 @@ int Producer::close(int timeout_ms) {
   return rc;
 }
 
+bool Producer::post(Buffer& b) {
+  // The link refuses (nothing queued) while it is down or out of credits.
+  if (!link_) return false;
+  transport::OutFrame f{origin_, b.seq, b.flags, b.data, b.length, memory_.get(), &b, b.chunk};
+  return link_->post(f);
+}
+
 void Producer::pump() {
-  while (!queue_.empty() && link_ && link_->up() && link_->credits() > 0) {
-    Buffer* b = queue_.front();
-    transport::OutFrame f{origin_,   b->seq,        b->flags, b->data,
-                          b->length, memory_.get(), b,        b->chunk};
-    if (!link_->post(f)) break;
-    queue_.pop_front();
-  }
+  while (!queue_.empty() && post(*queue_.front())) queue_.pop_front();
 }
 
 bool Producer::admit(const transport::PeerInfo&, std::string& reason) {

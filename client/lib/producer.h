@@ -81,7 +81,8 @@ class Producer final : public transport::LinkEvents {
   // EAGAIN (timeout 0), or the status of a failure seen meanwhile.
   template <class Done>
   int wait_for(Done done, int timeout_ms, const char* what);
-  void pump();
+  bool post(Buffer& b);  // to the link now; false while it is down or out of credits
+  void pump();           // posts what the queue holds, in order, as far as credits go
 
   std::shared_ptr<const config::Topology> topology_;
   const config::NodeSpec* head_;

@@ -98,7 +98,8 @@ bool would_block(int fd) {
 
 class Sender {
  public:
-  Sender(Producer& p, const SendOptions& o) : p_(p), o_(o), t0_(Clock::now()) {}
+  Sender(Producer& p, const SendOptions& o)
+      : p_(p), o_(o), t0_(Clock::now()), max_reserve_(o.copy ? 0 : p.max_reserve()) {}
 
   // Paces to --rate: message n may leave at t0 + n / rate.
   void pace(uint64_t n) {
@@ -121,7 +122,7 @@ class Sender {
   // A buffer of n bytes for the next message: registered memory when it fits a slot (and
   // --copy was not asked for).
   std::span<std::byte> begin(size_t n) {
-    if (n <= p_.max_reserve() && !o_.copy) {
+    if (n <= max_reserve_) {
       int rc = 0;
       auto b = p_.reserve(n, -1, &rc);
       check(rc);
@@ -144,6 +145,7 @@ class Sender {
   Producer& p_;
   const SendOptions& o_;
   Clock::time_point t0_;
+  size_t max_reserve_;  // one slot of the head, fixed once open returned; 0 with --copy
   std::vector<std::byte> big_;
   uint64_t bytes_ = 0;
 };

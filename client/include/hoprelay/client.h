@@ -11,7 +11,8 @@
  * Conventions of every call:
  *  - Handles are opaque and independent: the library keeps no state shared between handles.
  *  - Calls return HOPRELAY_OK (0) or a negative hoprelay_status; hoprelay_last_error() then
- *    says what went wrong, worded for a person, on the calling thread. Nothing is printed.
+ *    says what went wrong, worded for a person, on the calling thread (the last failure: a call
+ *    that succeeds leaves it as it was). Nothing is printed.
  *  - Threads: a handle is used by one thread at a time (the library takes no lock); different
  *    handles may be used from different threads at once.
  *  - Progress: the library has no thread of its own. It moves data, acknowledgements and
