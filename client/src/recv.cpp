@@ -13,14 +13,6 @@
 namespace hoprelay::client {
 namespace {
 
-void log_line(void*, int level, const char* line) {
-  auto l = level >= HOPRELAY_CLIENT_LOG_ERROR  ? spdlog::level::err
-           : level >= HOPRELAY_CLIENT_LOG_WARN ? spdlog::level::warn
-           : level >= HOPRELAY_CLIENT_LOG_INFO ? spdlog::level::info
-                                               : spdlog::level::debug;
-  spdlog::log(l, "{}", line);
-}
-
 // Output through a buffer: one write(2) per megabyte, not per message.
 class Output {
  public:

@@ -19,14 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void log_line(void*, int level, const char* line) {
-  auto l = level >= HOPRELAY_CLIENT_LOG_ERROR  ? spdlog::level::err
-           : level >= HOPRELAY_CLIENT_LOG_WARN ? spdlog::level::warn
-           : level >= HOPRELAY_CLIENT_LOG_INFO ? spdlog::level::info
-                                               : spdlog::level::debug;
-  spdlog::log(l, "{}", line);
-}
-
 // Reads exactly n bytes unless the input ends first; returns how many.
 size_t read_full(int fd, std::byte* out, size_t n) {
   size_t got = 0;

@@ -2,10 +2,23 @@
 // (hoprelay/client.hpp) like any application.
 #pragma once
 
+#include "hoprelay/client.h"
+#include "spdlog/spdlog.h"
+
 #include <cstdint>
 #include <string>
 
 namespace hoprelay::client {
+
+// libhoprelay's log callback (hoprelay_log_fn) for the CLI: into its spdlog logger, whose
+// level (--log-level) filters.
+inline void log_line(void*, int level, const char* line) {
+  auto l = level >= HOPRELAY_CLIENT_LOG_ERROR  ? spdlog::level::err
+           : level >= HOPRELAY_CLIENT_LOG_WARN ? spdlog::level::warn
+           : level >= HOPRELAY_CLIENT_LOG_INFO ? spdlog::level::info
+                                               : spdlog::level::debug;
+  spdlog::log(l, "{}", line);
+}
 
 // How a byte stream is cut into messages, the same on both sides (docs/client.md):
 // raw (every --size bytes), lines (one message per line, without its newline) or length
