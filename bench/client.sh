@@ -28,6 +28,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 now() { date +%s.%N; }
 gbps() { python3 -c "import sys; b,t0,t1=map(float,sys.argv[1:]); print(f'{b*8/(t1-t0)/1e9:.3f}')" "$@"; }
 best() { tr ' ' '\n' | sort -g | tail -1; }
+median() { tr ' ' '\n' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 ratio() { python3 -c "import sys; a,b=map(float,sys.argv[1:]); print(f'{a/b:.2f}' if b else 'n/a')" "$1" "$2"; }
 
 topology() { # topology DIR SLOT_SIZE: nodes a -> b -> c and a lone leaf x
@@ -142,3 +143,28 @@ for size in $sizes; do
   printf '  %8s | %12s | %12s | %12s | %s\n' "$size B" "$z" "$c" "${o:--}" \
     "$([[ -n $o ]] && ratio "$z" "$o" || echo -)"
 done
+
+# Outcomes (wire version 4) must cost delivered messages nothing: the same 64-byte run through
+# two relays, this build against OLD_BUILD, alternating, in the same run.
+if [[ -n ${OLD_BUILD:-} ]]; then
+  echo "== 64 B through a -> b -> c (best of $runs; msg/s): this build against OLD_BUILD"
+  sed -i "s/^slot_size = .*/slot_size = 256/; s/^slots = .*/slots = 4096/" "$work/t.toml"
+  new=() old=()
+  for _ in $(seq "$runs"); do
+    for which in new old; do
+      b=$build
+      [[ $which == old ]] && b=$OLD_BUILD
+      start "$b" c b a
+      r=$("$b/client/hoprelay" send --topology "$work/t.toml" --to a --count 3000000 --size 64 |
+        grep -o '[0-9]* msg/s' | cut -d' ' -f1)
+      stop
+      if [[ $which == new ]]; then new+=("$r"); else old+=("$r"); fi
+    done
+  done
+  n=$(echo "${new[@]}" | best) o=$(echo "${old[@]}" | best)
+  nm=$(echo "${new[@]}" | median) om=$(echo "${old[@]}" | median)
+  printf '  best: this build %s msg/s, OLD_BUILD %s msg/s: %sx\n' "$n" "$o" "$(ratio "$n" "$o")"
+  printf '  median: this build %s msg/s, OLD_BUILD %s msg/s: %sx\n' "$nm" "$om" \
+    "$(ratio "$nm" "$om")"
+  printf '  runs: %s / %s\n' "${new[*]}" "${old[*]}"
+fi

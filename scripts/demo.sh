@@ -69,7 +69,11 @@ done
 wait_metrics 9101 9102 9103  # up when each node serves its metrics
 
 echo "== sending $COUNT messages of $SIZE bytes into a"
-"$ROOT/build/client/hoprelay" send --topology "$TOPOLOGY" --to a --count "$COUNT" --size "$SIZE"
+# Exit 3: every message settled, some dropped on the way; send names where and why.
+sent=0
+"$ROOT/build/client/hoprelay" send --topology "$TOPOLOGY" --to a --count "$COUNT" --size "$SIZE" ||
+  sent=$?
+[[ $sent == 0 || $sent == 3 ]] || exit "$sent"
 
 # The producer returns once a acknowledged everything, and a acknowledges a message only once
 # c has it; the report is rewritten every second.
@@ -91,3 +95,4 @@ print(f"arrived {r['received']} of {want}: lost {lost}, duplicates {r['duplicate
       f"corrupt {r['corrupt']}")
 sys.exit(0 if lost == 0 and r["duplicates"] == 0 and r["corrupt"] == 0 else 1)
 PY
+[[ $sent == 0 ]] || { echo "hoprelay send reported drops (where and why: above)"; exit 1; }

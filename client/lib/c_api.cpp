@@ -1,5 +1,6 @@
 // The C ABI of libhoprelay (hoprelay/client.h): argument and version checks, exceptions of the
 // setup path turned into status codes, and each call's log lines routed to its handle.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -131,6 +132,8 @@ const char* hoprelay_strerror(int status) {
       return "HOPRELAY_EUNAVAILABLE: cannot start";
     case HOPRELAY_EINTERNAL:
       return "HOPRELAY_EINTERNAL: internal or system failure";
+    case HOPRELAY_EORIGIN:
+      return "HOPRELAY_EORIGIN: a producer of this origin is connected already";
     default:
       return "unknown hoprelay status";
   }
@@ -176,7 +179,8 @@ int hoprelay_producer_open(const char* topology, const char* head,
                                             t->name + " (" + heads(*t) + ")");
     }
     hoprelay::client::ProducerOptions o{defaults.origin, defaults.first_seq,
-                                        std::chrono::milliseconds(defaults.connect_timeout_ms)};
+                                        std::chrono::milliseconds(defaults.connect_timeout_ms),
+                                        defaults.on_outcome, defaults.outcome_user};
     h->impl = std::make_unique<hoprelay::client::Producer>(t, head, o);
   } catch (const ClientError& e) {
     return fail(e.status(), e.what());
@@ -241,6 +245,23 @@ void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_produce
   out->acknowledged = p->impl->acknowledged();
   out->bytes_acknowledged = p->impl->bytes_acknowledged();
   out->reconnects = p->impl->reconnects();
+}
+
+uint64_t hoprelay_producer_resume_seq(const hoprelay_producer* p) {
+  return p && p->impl ? p->impl->resume_seq() : 0;
+}
+
+void hoprelay_producer_outcomes(const hoprelay_producer* p, struct hoprelay_outcome_counts* out,
+                                size_t size) {
+  if (!out) return;
+  hoprelay_outcome_counts counts{};
+  if (p && p->impl) counts = p->impl->outcomes();
+  std::memcpy(out, &counts, std::min(size, sizeof counts));  // an older, smaller struct too
+}
+
+const char* hoprelay_drop_reason_name(int reason) {
+  if (reason < 1 || reason > hoprelay::transport::kDropReasonMax) return "unknown";
+  return hoprelay::transport::drop_reason_label(hoprelay::transport::DropReason(reason)).data();
 }
 
 int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms) {

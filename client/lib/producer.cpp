@@ -12,6 +12,9 @@
 namespace hoprelay::client {
 namespace {
 
+constexpr size_t kMaxOutcomeRecordsC = HOPRELAY_OUTCOME_RECORDS;
+static_assert(kMaxOutcomeRecordsC == transport::kMaxOutcomeRecords);
+
 spdlog::logger& log() {
   static auto logger = module_logger("producer");
   return *logger;
@@ -33,7 +36,9 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
       origin_(options.origin ? options.origin : random_origin()),
       chunk_size_(head_->slot_size),
       max_message_(std::min<uint64_t>(topology_->max_message(), UINT32_MAX)),
-      next_seq_(options.first_seq) {
+      next_seq_(options.first_seq),
+      on_outcome_(options.on_outcome),
+      outcome_user_(options.outcome_user) {
   transport::Identity id{transport::PeerRole::kProducer, "producer-" + std::to_string(getpid()),
                          topology_->hash, origin_};
   if (!topology_->auth_key_file.empty()) {
@@ -53,7 +58,7 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   int rc = wait_for([this] { return was_up_ || !refused_.empty(); },
                     static_cast<int>(options.connect_timeout.count()), "");
   if (!refused_.empty()) {
-    throw ClientError(HOPRELAY_EREFUSED, head_->name + " refused this producer: " + refused_);
+    throw ClientError(refused_status(), head_->name + " refused this producer: " + refused_);
   }
   if (rc != HOPRELAY_OK) {
     throw ClientError(HOPRELAY_ETIMEDOUT, "no connection to " + head_->name + " at " +
@@ -78,7 +83,7 @@ int Producer::wait_for(Done done, int timeout_ms, const char* what) {
   for (;;) {
     if (done()) return HOPRELAY_OK;
     if (!was_up_ && !refused_.empty()) {
-      return fail(HOPRELAY_EREFUSED, head_->name + " refused this producer: " + refused_);
+      return fail(refused_status(), head_->name + " refused this producer: " + refused_);
     }
     auto wait = std::chrono::milliseconds(1000);
     if (timeout_ms >= 0) {
@@ -120,8 +125,8 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
     if (n) std::memcpy(b->data, data.data() + offset, n);
     offset += n;
     const bool whole = chunks == 1;
-    *b = {b->data, n, static_cast<uint16_t>(offset < data.size() ? transport::kFlagMore : 0),
-          whole ? 0 : i, s};
+    *b = {b->data,       n, static_cast<uint16_t>(offset < data.size() ? transport::kFlagMore : 0),
+          whole ? 0 : i, s, nullptr};
     queue_.push_back(b);
   }
   ++sent_;
@@ -157,7 +162,7 @@ int Producer::commit(size_t length, int flags, uint64_t* seq) {
   }
   Buffer* b = std::exchange(reserved_, nullptr);
   const uint64_t s = next_seq_++;
-  *b = {b->data, static_cast<uint32_t>(length), 0, 0, s};
+  *b = {b->data, static_cast<uint32_t>(length), 0, 0, s, nullptr};
   ++sent_;
   if (seq) *seq = s;
   // Straight to the link when nothing waits before it (the common case), else in order.
@@ -193,7 +198,7 @@ int Producer::end(int timeout_ms) {
     // The end mark takes a buffer like a message, and is acknowledged like one.
     Buffer* b = free_.back();
     free_.pop_back();
-    *b = {b->data, 0, transport::kFlagEnd, 0, next_seq_};
+    *b = {b->data, 0, transport::kFlagEnd, 0, next_seq_, nullptr};
     queue_.push_back(b);
     end_sent_ = true;
     pump();
@@ -217,6 +222,10 @@ int Producer::close(int timeout_ms) {
 bool Producer::post(Buffer& b) {
   // The link refuses (nothing queued) while it is down or out of credits.
   if (!link_) return false;
+  if (b.seq < resume_seq_ && !(b.flags & transport::kFlagEnd) && was_up_) {
+    settle_repeat(b);
+    return true;
+  }
   transport::OutFrame f{origin_, b.seq, b.flags, b.data, b.length, memory_.get(), &b, b.chunk};
   return link_->post(f);
 }
@@ -231,11 +240,22 @@ bool Producer::admit(const transport::PeerInfo&, std::string& reason) {
 }
 
 void Producer::on_message(transport::InboundLink& link, transport::Slot& slot) {
-  link.release(slot);
+  link.release(slot, nullptr);
 }
 
 void Producer::on_outbound_up(transport::OutboundLink& link) {
   if (was_up_) ++reconnects_;
+  if (!was_up_) {
+    // Only the first welcome: after a reconnection the head has taken some of our own
+    // messages, and replaying them is not a repeat (the head deduplicates them).
+    resume_seq_ = link.peer_next_seq();
+    if (resume_seq_ > next_seq_ - sent_) {  // below it: the first_seq asked for
+      log().warn(
+          "the head has taken sequence numbers of origin {} up to {} already: messages below "
+          "{} are repeats and are not sent (first_seq {} resumes there)",
+          origin_, resume_seq_ - 1, resume_seq_, resume_seq_);
+    }
+  }
   was_up_ = true;
   refused_.clear();
   if (memory_) return;
@@ -248,7 +268,7 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
   buffers_.resize(n);
   free_.reserve(n);
   for (uint32_t i = n; i-- > 0;) {
-    buffers_[i] = {memory_->data() + i * stride, 0, 0, 0, 0};
+    buffers_[i] = {memory_->data() + i * stride, 0, 0, 0, 0, nullptr};
     free_.push_back(&buffers_[i]);
   }
 }
@@ -263,15 +283,118 @@ void Producer::on_refused(transport::OutboundLink&, std::string_view reason) {
   if (!was_up_) refused_ = reason;
 }
 
+int Producer::refused_status() const {
+  return refused_.find(transport::kOriginInUse) != std::string::npos ? HOPRELAY_EORIGIN
+                                                                     : HOPRELAY_EREFUSED;
+}
+
 void Producer::on_acked(transport::OutboundLink&, void* cookie) {
   auto* b = static_cast<Buffer*>(cookie);
+  if (b->outcome) {
+    // Acknowledgements come in order, and a message's frames are contiguous: its drops
+    // gather here until its last frame.
+    if (!message_outcome_) message_outcome_ = take_outcome();
+    message_outcome_->merge(*b->outcome);
+    give_back(b->outcome);
+  }
   if (b->flags & transport::kFlagEnd) {
     ended_ = true;
   } else if (!(b->flags & transport::kFlagMore)) {
     ++acked_;  // a message's last frame
+    settle(b->seq, message_outcome_, message_outcome_ ? HOPRELAY_DROPPED : HOPRELAY_DELIVERED);
+    give_back(message_outcome_);
   }
   bytes_acked_ += b->length;
   free_.push_back(b);
+}
+
+void Producer::on_outcome(transport::OutboundLink&, void* cookie,
+                          const transport::Outcome& outcome) {
+  auto* b = static_cast<Buffer*>(cookie);
+  if (!b->outcome) b->outcome = take_outcome();
+  b->outcome->merge(outcome);
+}
+
+void Producer::settle_repeat(Buffer& b) {
+  if (!(b.flags & transport::kFlagMore)) {
+    ++acked_;  // taken care of: nothing is waiting for it
+    settle(b.seq, nullptr, HOPRELAY_REPEAT);
+  }
+  free_.push_back(&b);
+}
+
+transport::Outcome* Producer::take_outcome() {
+  if (free_outcomes_.empty()) {
+    outcome_store_.push_back(std::make_unique<transport::Outcome>());
+    free_outcomes_.push_back(outcome_store_.back().get());
+  }
+  transport::Outcome* o = free_outcomes_.back();
+  free_outcomes_.pop_back();
+  return o;
+}
+
+void Producer::give_back(transport::Outcome*& o) {
+  if (!o) return;
+  o->clear();
+  free_outcomes_.push_back(std::exchange(o, nullptr));
+}
+
+void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
+                      hoprelay_outcome_status status) {
+  if (status == HOPRELAY_DELIVERED) {
+    // The common case, once per message: no struct to clear, the records are not read.
+    ++counts_.delivered;
+    if (!on_outcome_) return;
+    hoprelay_outcome out;
+    out.origin = origin_;
+    out.seq = seq;
+    out.status = status;
+    out.reason = 0;
+    out.partial = 0;
+    out.drops = 0;
+    out.n_drops = 0;
+    on_outcome_(outcome_user_, &out);
+    return;
+  }
+  hoprelay_outcome out{};
+  out.origin = origin_;
+  out.seq = seq;
+  out.status = status;
+  if (status == HOPRELAY_REPEAT) {
+    ++counts_.repeat;
+  } else {
+    // The main reason: a chunked message ends incomplete downstream because a chunk was
+    // dropped upstream; the drop says why, the incomplete only what followed.
+    const transport::DropRecord* main = &outcome->records[0];
+    for (uint8_t i = 0; i < outcome->count; ++i) {
+      if (outcome->records[i].reason != transport::DropReason::kIncomplete) {
+        main = &outcome->records[i];
+        break;
+      }
+    }
+    out.reason = static_cast<int>(main->reason);
+    out.partial = outcome->partial;
+    out.drops = outcome->total;
+    ++counts_.dropped;
+    if (outcome->partial) ++counts_.partial;
+    ++counts_.by_reason[out.reason];
+  }
+  if (!on_outcome_) return;
+  // NUL-terminated copies for the C caller, on the stack: valid during the call.
+  char names[kMaxOutcomeRecordsC][transport::kMaxNodeName + 1];
+  char details[kMaxOutcomeRecordsC][transport::kMaxDropDetail + 1];
+  if (outcome) {
+    out.n_drops = outcome->count;
+    for (uint8_t i = 0; i < outcome->count; ++i) {
+      const transport::DropRecord& r = outcome->records[i];
+      std::memcpy(names[i], r.node.data(), r.node_len);
+      names[i][r.node_len] = '\0';
+      std::memcpy(details[i], r.detail.data(), r.detail_len);
+      details[i][r.detail_len] = '\0';
+      out.drop[i] = {static_cast<int>(r.reason), names[i], details[i]};
+    }
+  }
+  on_outcome_(outcome_user_, &out);
 }
 
 void Producer::on_returned(transport::OutboundLink&, void* cookie) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/client.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/transport.h"
@@ -24,6 +25,8 @@ struct ProducerOptions {
   uint32_t origin = 0;  // 0: random
   uint64_t first_seq = 0;
   std::chrono::milliseconds connect_timeout{30000};
+  hoprelay_outcome_fn on_outcome = nullptr;
+  void* outcome_user = nullptr;
 };
 
 class Producer final : public transport::LinkEvents {
@@ -54,6 +57,8 @@ class Producer final : public transport::LinkEvents {
   uint64_t acknowledged() const { return acked_; }
   uint64_t bytes_acknowledged() const { return bytes_acked_; }
   uint64_t reconnects() const { return reconnects_; }
+  uint64_t resume_seq() const { return resume_seq_; }
+  const hoprelay_outcome_counts& outcomes() const { return counts_; }
   // Frames waiting for credits or acknowledgements (0: everything sent is acknowledged).
   size_t unacknowledged() const { return buffers_.size() - free_.size() - (reserved_ ? 1 : 0); }
 
@@ -64,6 +69,8 @@ class Producer final : public transport::LinkEvents {
   void on_outbound_up(transport::OutboundLink& link) override;
   void on_outbound_down(transport::OutboundLink& link, std::string_view reason) override;
   void on_acked(transport::OutboundLink& link, void* cookie) override;
+  void on_outcome(transport::OutboundLink& link, void* cookie,
+                  const transport::Outcome& outcome) override;
   void on_returned(transport::OutboundLink& link, void* cookie) override;
   void on_credit(transport::OutboundLink& link) override;
   void on_refused(transport::OutboundLink& link, std::string_view reason) override;
@@ -76,13 +83,22 @@ class Producer final : public transport::LinkEvents {
     uint16_t flags;  // kFlagMore on every chunk but a message's last; kFlagEnd
     uint32_t chunk;
     uint64_t seq;
+    transport::Outcome* outcome;  // what the head reported for this frame (null: delivered)
   };
   // Runs the loop until done() or the timeout (0: once, without waiting). OK, ETIMEDOUT or
   // EAGAIN (timeout 0), or the status of a failure seen meanwhile.
   template <class Done>
   int wait_for(Done done, int timeout_ms, const char* what);
   bool post(Buffer& b);  // to the link now; false while it is down or out of credits
-  void pump();           // posts what the queue holds, in order, as far as credits go
+  // A frame of a message the head had taken already (resume_seq_): not sent, its buffer
+  // free again, and at the message's last frame its outcome is REPEAT.
+  void settle_repeat(Buffer& b);
+  // A message's last frame was acknowledged (or found a repeat): its outcome is counted and
+  // handed to the application. `outcome`: the drops reported for its frames, or null.
+  void settle(uint64_t seq, const transport::Outcome* outcome, hoprelay_outcome_status status);
+  transport::Outcome* take_outcome();
+  void give_back(transport::Outcome*& o);
+  void pump();  // posts what the queue holds, in order, as far as credits go
 
   std::shared_ptr<const config::Topology> topology_;
   const config::NodeSpec* head_;
@@ -103,10 +119,20 @@ class Producer final : public transport::LinkEvents {
   uint64_t acked_ = 0;
   uint64_t bytes_acked_ = 0;
   uint64_t reconnects_ = 0;
+  // The head's next_seq for our origin at the first connection: below it, repeats.
+  uint64_t resume_seq_ = 0;
+  hoprelay_outcome_fn on_outcome_;
+  void* outcome_user_;
+  hoprelay_outcome_counts counts_{};
+  // Outcome records: a free list that grows to the most held at once (drops only).
+  std::vector<std::unique_ptr<transport::Outcome>> outcome_store_;
+  std::vector<transport::Outcome*> free_outcomes_;
+  transport::Outcome* message_outcome_ = nullptr;  // the drops of the message being acked
   bool was_up_ = false;
-  bool end_sent_ = false;  // the end mark is queued: nothing more may be sent
-  bool ended_ = false;     // the end mark is acknowledged
-  std::string refused_;    // the head's reason, while opening
+  bool end_sent_ = false;      // the end mark is queued: nothing more may be sent
+  bool ended_ = false;         // the end mark is acknowledged
+  std::string refused_;        // the head's reason, while opening
+  int refused_status() const;  // EORIGIN for an origin in use, else EREFUSED
 };
 
 }  // namespace hoprelay::client

@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
       std::cerr << path << ": error: no node \"" << validate_node << "\" in the topology\n";
       return kExitConfig;
     }
+    for (const auto& w : topology->warnings()) std::cerr << w.format() << "\n";
     std::cout << "ok: " << topology->nodes.size() << " nodes, " << topology->link_count()
               << " links, messages up to " << topology->max_message() << " bytes\n";
     return 0;

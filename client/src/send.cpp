@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "hoprelay/client.hpp"
@@ -201,6 +204,72 @@ uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
   return n;
 }
 
+// What became of the messages: tallied from each message's outcome (libhoprelay calls back
+// from inside its calls, on this thread).
+class Outcomes {
+ public:
+  static void on_outcome(void* self, const hoprelay_outcome* o) {
+    static_cast<Outcomes*>(self)->add(*o);
+  }
+  void add(const hoprelay_outcome& o) {
+    origin_ = o.origin;
+    if (o.status == HOPRELAY_REPEAT) {
+      if (repeats_ == 0) first_repeat_ = o.seq;
+      last_repeat_ = o.seq;
+      ++repeats_;
+      return;
+    }
+    if (o.status != HOPRELAY_DROPPED) return;
+    ++dropped_;
+    // Keyed by the place and words of the main reason (the drops after it are consequences).
+    const hoprelay_drop* main = &o.drop[0];
+    for (uint32_t i = 0; i < o.n_drops; ++i) {
+      if (o.drop[i].reason == o.reason) {
+        main = &o.drop[i];
+        break;
+      }
+    }
+    auto& n = by_place_[{main->node, hoprelay_drop_reason_name(main->reason), main->detail}];
+    ++n;
+    if (o.partial) ++partial_;
+  }
+  uint64_t dropped() const { return dropped_; }
+  uint64_t repeats() const { return repeats_; }
+  // "10 of 10 messages dropped at b: stage_error (crc32c: ...)", one line per place; the
+  // repeats; nothing when everything was delivered.
+  void print(uint64_t messages) const {
+    for (const auto& [key, n] : by_place_) {
+      const auto& [node, reason, detail] = key;
+      std::fprintf(stderr, "hoprelay send: %llu of %llu messages dropped at %s: %s%s%s%s\n",
+                   static_cast<unsigned long long>(n), static_cast<unsigned long long>(messages),
+                   node.c_str(), reason.c_str(), detail.empty() ? "" : " (", detail.c_str(),
+                   detail.empty() ? "" : ")");
+    }
+    if (partial_) {
+      std::fprintf(stderr,
+                   "hoprelay send: %llu of the dropped messages were delivered on other "
+                   "branches\n",
+                   static_cast<unsigned long long>(partial_));
+    }
+    if (repeats_) {
+      std::fprintf(stderr,
+                   "hoprelay send: origin %u: the head already had sequence numbers %llu-%llu; "
+                   "%llu messages dropped as repeats (use --first-seq %llu to append, or another "
+                   "origin)\n",
+                   origin_, static_cast<unsigned long long>(first_repeat_),
+                   static_cast<unsigned long long>(last_repeat_),
+                   static_cast<unsigned long long>(repeats_),
+                   static_cast<unsigned long long>(last_repeat_ + 1));
+    }
+  }
+
+ private:
+  uint32_t origin_ = 0;
+  uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0;
+  uint64_t first_repeat_ = 0, last_repeat_ = 0;
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> by_place_;
+};
+
 }  // namespace
 
 int run_send(const SendOptions& o) {
@@ -211,6 +280,9 @@ int run_send(const SendOptions& o) {
   po.connect_timeout_ms = o.connect_timeout_ms;
   po.log = log_line;
   po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;  // spdlog's level filters
+  Outcomes outcomes;
+  po.on_outcome = &Outcomes::on_outcome;
+  po.outcome_user = &outcomes;
   int input = -1;
   if (o.stdin_stream) input = 0;
   if (!o.file.empty()) {
@@ -234,10 +306,19 @@ int run_send(const SendOptions& o) {
     uint32_t origin = p.origin();
     p.close(10000);
     if (secs <= 0) secs = 1e-9;
-    std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)\n",
+    const uint64_t delivered = stats.acknowledged - outcomes.dropped() - outcomes.repeats();
+    std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)%s\n",
                 static_cast<unsigned long long>(stats.acknowledged),
                 static_cast<unsigned long long>(s.bytes()), secs, double(stats.acknowledged) / secs,
-                double(s.bytes()) * 8 / secs / 1e9, origin);
+                double(s.bytes()) * 8 / secs / 1e9, origin,
+                delivered == stats.acknowledged
+                    ? ""
+                    : (": " + std::to_string(delivered) + " delivered, " +
+                       std::to_string(outcomes.dropped()) + " dropped, " +
+                       std::to_string(outcomes.repeats()) + " repeats")
+                          .c_str());
+    outcomes.print(stats.sent);
+    if (outcomes.dropped() || outcomes.repeats()) return 3;
   } catch (const Error& e) {
     std::fprintf(stderr, "hoprelay send: %s (%llu messages sent)\n", e.what(),
                  static_cast<unsigned long long>(messages));

@@ -58,7 +58,7 @@ std::string Diagnostic::format() const {
     where += ":" + std::to_string(pos.line);
     if (pos.col > 0) where += ":" + std::to_string(pos.col);
   }
-  return where + ": error: " + message;
+  return where + (warning ? ": warning: " : ": error: ") + message;
 }
 
 ConfigError::ConfigError(std::vector<Diagnostic> diagnostics)
@@ -97,6 +97,40 @@ uint64_t Topology::max_message() const {
     slot_size = slot_size ? std::min<uint64_t>(slot_size, n.slot_size) : n.slot_size;
   }
   return slots * slot_size;
+}
+
+std::vector<Diagnostic> Topology::warnings() const {
+  std::vector<Diagnostic> out;
+  for (const auto& n : nodes) {
+    if (n.stage.plugin != "crc32c") continue;
+    std::string mode = "stamp";
+    for (const auto& [k, v] : n.stage.params) {
+      if (k == "mode") mode = v;
+    }
+    if (mode != "stamp") continue;
+    // The largest frame that reaches it: its upstreams' slots, or at a head one of its own
+    // (a producer fills a slot). Reassembled, a message has the room of its frames' slots.
+    uint64_t fill = n.is_head() ? n.slot_size : 0;
+    std::string from = n.is_head() ? "a producer" : "";
+    for (const auto& u : n.upstream) {
+      const NodeSpec* up = find(u);
+      if (up && up->slot_size > fill) {
+        fill = up->slot_size;
+        from = u;
+      }
+    }
+    if (n.slot_size >= fill + 4) continue;
+    std::string msg = "nodes." + n.name + ": its crc32c stamp adds a 4-byte trailer, but its " +
+                      "slots (" + std::to_string(n.slot_size) + " bytes) leave no room in a " +
+                      "frame that " + from + " fills (" + std::to_string(fill) +
+                      " bytes): " + "such messages are dropped as stage_error. Give " + n.name +
+                      " a slot_size of at least " + std::to_string(fill + 4) +
+                      (n.is_head() ? ", or send messages at least 4 bytes smaller than a slot"
+                                   : " (and its downstream peers too), or " + from +
+                                         " one of at most " + std::to_string(n.slot_size - 4));
+    out.push_back({path, n.pos, msg, true});
+  }
+  return out;
 }
 
 size_t Topology::link_count() const {

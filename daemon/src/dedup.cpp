@@ -56,7 +56,13 @@ bool DedupTable::first_time(uint32_t origin, uint64_t seq) {
   uint64_t bit = uint64_t{1} << (seq % 64);
   if (word & bit) return false;
   word |= bit;
+  w.next = std::max(w.next, seq + 1);
   return true;
+}
+
+uint64_t DedupTable::next_seq(uint32_t origin) const {
+  auto it = windows_.find(origin);
+  return it == windows_.end() ? 0 : it->second.next;
 }
 
 }  // namespace hoprelay::daemon

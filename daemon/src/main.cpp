@@ -209,6 +209,10 @@ int main(int argc, char** argv) {
     notifier.status("node " + node_name + " is not in " + topology_path);
     return kExitConfig;
   }
+  // Its own geometry's warnings only: the other nodes' are theirs to log.
+  for (const auto& w : topology.warnings()) {
+    if (w.message.starts_with("nodes." + node_name + ":")) spdlog::warn("{}", w.format());
+  }
 
   // Ready for systemd once the node listens and every downstream link has come up once (a
   // leaf: once it listens), so units ordered after this one find the pipeline below it up.

@@ -37,6 +37,12 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                    .Name("hoprelay_forwarded_bytes_total")
                    .Help("Payload bytes acknowledged by a downstream peer, by peer")
                    .Register(r);
+  dropped_below_ = &BuildCounter()
+                        .Name("hoprelay_messages_dropped_downstream_total")
+                        .Help(
+                            "Messages a downstream peer reported given up, there or below it "
+                            "(outcomes), by peer")
+                        .Register(r);
   link_up_ = &BuildGauge()
                   .Name("hoprelay_link_up")
                   .Help("1 while the link to or from the peer is established")
@@ -145,6 +151,7 @@ PeerMetrics NodeMetrics::outbound(const std::string& peer, const std::string& op
   PeerMetrics m;
   m.messages[0] = hot_.wrap(tx_messages_->Add({{"peer", peer}, {"opcode", opcode}}));
   m.bytes[0] = hot_.wrap(tx_bytes_->Add({{"peer", peer}, {"opcode", opcode}}));
+  m.dropped_below = hot_.wrap(dropped_below_->Add({{"peer", peer}}));
   m.up = &link_up_->Add({{"peer", peer}, {"direction", "out"}});
   return m;
 }

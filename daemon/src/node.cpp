@@ -161,7 +161,20 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
     return false;
   }
   if (peer.role == transport::PeerRole::kProducer) {
-    if (spec_->is_head()) return true;
+    if (spec_->is_head()) {
+      // Origins are identities: two producers of one origin would have their messages taken
+      // for each other's repeats. The first keeps its link.
+      for (const Inbound& in : inbound_) {
+        const transport::PeerInfo& other = in.link->peer();
+        if (other.role != transport::PeerRole::kProducer || other.origin != peer.origin) continue;
+        metrics_->rejected("origin_in_use").Increment();
+        reason = std::string(transport::kOriginInUse) + "origin " + std::to_string(peer.origin) +
+                 " has a producer connected to " + spec_->name + " already, from " + other.address +
+                 ": stop it, or give this producer another origin";
+        return false;
+      }
+      return true;
+    }
     metrics_->rejected("producer_not_head").Increment();
     reason = "node " + spec_->name +
              " is not a head node: producers send to a node without "
@@ -243,7 +256,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    slot.flags,
                    slot.seq,
                    0};
-  if (run_stage(msg, &link) != HOPRELAY_FORWARD) return consume(link, slot);
+  if (run_stage(msg, &link, slot) != HOPRELAY_FORWARD) return consume(link, slot);
   slot.length = msg.length;
   if (active_.empty()) return deliver(link, slot);  // a leaf
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
@@ -251,7 +264,8 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   route(slot);
 }
 
-hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink* from) {
+hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink* from,
+                                 transport::Slot& slot) {
   const uint32_t capacity = msg.capacity;
   // The stage's time is measured on one message in kStageSample: two clock reads per message
   // cost more than most stages (a histogram wants a sample, not every message).
@@ -267,23 +281,85 @@ hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink
     case HOPRELAY_DROP:
       stage_drop_.add();
       dropped_by_stage_.add();
-      warn_drop("stage_drop", peer_of(from), "the stage dropped it (DROP)", msg.origin, msg.seq);
+      warn_drop("stage_drop", peer_of(from), stage_detail(verdict, false), msg.origin, msg.seq);
+      record_drop(slot, transport::DropReason::kStageDrop, detail_, false);
       return verdict;
     default:
       stage_error_.add();
       dropped_stage_error_.add();
-      warn_drop("stage_error", peer_of(from),
-                msg.length > capacity ? "the stage grew it past its slot (ERROR)"
-                                      : "the stage returned ERROR",
+      warn_drop("stage_error", peer_of(from), stage_detail(HOPRELAY_ERROR, msg.length > capacity),
                 msg.origin, msg.seq);
+      record_drop(slot, transport::DropReason::kStageError, detail_, false);
       return HOPRELAY_ERROR;
   }
+}
+
+std::string_view Node::stage_detail(hoprelay_verdict verdict, bool grew) {
+  detail_.assign(stage_.name());
+  std::string_view why = stage_.last_error();
+  if (grew) {
+    detail_ += ": grew the message past its slot";
+  } else if (!why.empty()) {
+    detail_ += ": ";
+    detail_ += why;
+  } else {
+    detail_ += verdict == HOPRELAY_DROP ? " said DROP" : " said ERROR";
+  }
+  return detail_;
+}
+
+transport::Outcome& Node::outcome_of(transport::Slot& slot) {
+  if (slot.outcome) return *slot.outcome;
+  if (free_outcomes_.empty()) {
+    outcome_store_.push_back(std::make_unique<transport::Outcome>());
+    free_outcomes_.push_back(outcome_store_.back().get());
+  }
+  slot.outcome = free_outcomes_.back();
+  free_outcomes_.pop_back();
+  return *slot.outcome;
+}
+
+void Node::record_drop(transport::Slot& slot, transport::DropReason reason, std::string_view detail,
+                       bool branch) {
+  transport::Outcome& o = outcome_of(slot);
+  o.add(reason, spec_->name, detail);
+  if (branch) {
+    ++o.branches;
+  } else {
+    o.whole = true;
+  }
+}
+
+void Node::on_outcome(transport::OutboundLink& link, void* cookie,
+                      const transport::Outcome& outcome) {
+  auto* slot = static_cast<transport::Slot*>(cookie);
+  downstream_of(link).metrics.dropped_below.add();
+  transport::Outcome& o = outcome_of(*slot);
+  o.merge(outcome);
+  ++o.branches;
+}
+
+void Node::release_to(transport::InboundLink& link, transport::Slot& slot) {
+  transport::Outcome* o = std::exchange(slot.outcome, nullptr);
+  // Given up on some of its branches only: delivered on the others.
+  if (o && !o->whole && slot.routes > 0 && o->branches < slot.routes) o->partial = true;
+  slot.routes = 0;
+  link.release(slot, o);  // may free the slot's ring (a closed link): slot is not used after
+  if (o) {
+    o->clear();
+    free_outcomes_.push_back(o);
+  }
+}
+
+uint64_t Node::resume_seq(const transport::PeerInfo& peer) {
+  return peer.role == transport::PeerRole::kProducer ? dedup_.next_seq(peer.origin) : 0;
 }
 
 void Node::route(transport::Slot& slot, Partial* p) {
   ++held_;
   if (spec_->route == config::Route::kBroadcast) {
     slot.refs = static_cast<uint16_t>(active_.size());
+    slot.routes = slot.refs;
     for (Downstream* d : active_) {
       d->waiting.push_back(&slot);
       pump(*d);
@@ -300,6 +376,7 @@ void Node::route(transport::Slot& slot, Partial* p) {
   }
   if (p) p->downstream = d;
   slot.refs = 1;
+  slot.routes = 1;
   d->waiting.push_back(&slot);
   pump(*d);
 }
@@ -326,6 +403,9 @@ void Node::pump(Downstream& d) {
       dropped_too_large_.add();
       warn_drop("too_large_for_peer", d.name, "larger than the downstream's slots", s->origin,
                 s->seq);
+      detail_ = std::to_string(s->length) + " bytes; " + d.name + " takes at most " +
+                std::to_string(d.link->max_payload());
+      record_drop(*s, transport::DropReason::kTooLargeForPeer, detail_, true);
       if (!d.warned_too_large) {
         d.warned_too_large = true;
         log().error(
@@ -369,9 +449,15 @@ void Node::release(transport::Slot& slot) {
     residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
   }
   if (slot.link) {
-    slot.link->release(slot);
+    release_to(*slot.link, slot);
   } else {
-    free_aborts_.push_back(&slot);  // an abort frame of the node's own (send_abort)
+    // An abort frame of the node's own (send_abort): what became of it concerns no one upstream.
+    if (slot.outcome) {
+      slot.outcome->clear();
+      free_outcomes_.push_back(std::exchange(slot.outcome, nullptr));
+    }
+    slot.routes = 0;
+    free_aborts_.push_back(&slot);
   }
   if (draining_) check_drained();
 }
@@ -380,7 +466,7 @@ void Node::consume(transport::InboundLink& link, transport::Slot& slot) {
   if (!(slot.flags & transport::kFlagEnd)) {
     residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
   }
-  link.release(slot);
+  release_to(link, slot);
 }
 
 void Node::deliver(transport::InboundLink& link, transport::Slot& slot) {
@@ -412,6 +498,7 @@ void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
   // route of the messages.
   ++held_;
   slot.refs = static_cast<uint16_t>(active_.size());
+  slot.routes = slot.refs;
   for (Downstream* d : active_) {
     d->waiting.push_back(&slot);
     pump(*d);
@@ -538,7 +625,14 @@ void Node::drop_waiting(Downstream& d) {
     transport::Slot* s = d.waiting.front();
     d.waiting.pop_front();
     if (dropped == 0) std::tie(origin, seq) = std::pair(s->origin, s->seq);
-    if (!(s->flags & transport::kFlagEnd)) ++dropped;  // an end mark is not a message
+    if (!(s->flags & transport::kFlagEnd)) {  // an end mark is not a message
+      ++dropped;
+      if (dropped == 1) {
+        detail_ = "downstream " + d.name + " down longer than " +
+                  config::duration_text(spec_->peer_down_timeout);
+      }
+      record_drop(*s, transport::DropReason::kPeerDown, detail_, true);
+    }
     if (--s->refs == 0) release(*s);
   }
   if (dropped == 0) return;

@@ -55,6 +55,8 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
       dropped_incomplete_.add();
       warn_drop("incomplete", peer_of(&link), "its first chunks were given up here earlier",
                 slot.origin, slot.seq);
+      record_drop(slot, transport::DropReason::kIncomplete,
+                  "its first chunks were given up here earlier", false);
     }
   }
   if (slot.chunk < p->next_chunk) {
@@ -105,7 +107,7 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
                    static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
                    slot.seq,
                    slot.chunk};
-  if (run_stage(msg, slot.link) != HOPRELAY_FORWARD) {
+  if (run_stage(msg, slot.link, slot) != HOPRELAY_FORWARD) {
     // Dropped (counted once: the rest of the message is discarded without the stage). When
     // earlier chunks went downstream already, an abort in this chunk's place ends it there.
     p.mode = Mode::kDiscard;
@@ -156,7 +158,7 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                    flags,
                    p.seq,
                    0};
-  const bool passed = run_stage(msg, in.link) == HOPRELAY_FORWARD;
+  const bool passed = run_stage(msg, in.link, *list) == HOPRELAY_FORWARD;
   if (passed && active_.empty() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
     for (transport::Slot* s = list; s; s = s->next) ++held_;
@@ -186,19 +188,26 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
 }
 
 void Node::abandon(Partial& p, HotCounters::Ref& reason, const char* label) {
+  reason.add();
+  if (label) {
+    const bool full = label == std::string_view("reassembly_full");
+    std::string_view why =
+        full ? "its chunks fill the link's whole ring and it is still not complete"
+             : "chunks of it are missing, or its sender gave it up";
+    warn_drop(label, peer_of(p.link), why, p.origin, p.seq);
+    if (p.first) {
+      // On its first chunk's slot, before they go back: the outcome travels with them.
+      record_drop(
+          *p.first,
+          full ? transport::DropReason::kReassemblyFull : transport::DropReason::kIncomplete, why,
+          false);
+    }
+  }
   if (p.mode == Mode::kAssemble) {
     for (auto& in : inbound_) {
       if (in.assembling == &p) in.assembling = nullptr;
     }
     consume_held(p);
-  }
-  reason.add();
-  if (label) {
-    warn_drop(label, peer_of(p.link),
-              label == std::string_view("reassembly_full")
-                  ? "its chunks fill the link's whole ring and it is still not complete"
-                  : "chunks of it are missing, or its sender gave it up",
-              p.origin, p.seq);
   }
   p.mode = Mode::kDiscard;
 }

@@ -55,17 +55,17 @@ from collections import deque
 
 __all__ = [
     "HoprelayError", "InvalidArgument", "ConfigError", "NodeError", "TooBig", "Timeout",
-    "Refused", "VersionError", "StateError", "Unavailable", "InternalError", "ClosedError",
+    "Refused", "OriginInUse", "VersionError", "StateError", "Unavailable", "InternalError", "ClosedError",
     "Producer", "Consumer", "Message", "version", "strerror", "library_path",
     "OK", "EINVAL", "ECONFIG", "ENODE", "ETOOBIG", "ETIMEDOUT", "EAGAIN", "EREFUSED",
-    "EVERSION", "ESTATE", "EUNAVAILABLE", "EINTERNAL", "SEND_MORE", "MESSAGE_END",
+    "EVERSION", "ESTATE", "EUNAVAILABLE", "EINTERNAL", "EORIGIN", "SEND_MORE", "MESSAGE_END",
     "LOG_DEBUG", "LOG_INFO", "LOG_WARN", "LOG_ERROR",
 ]
 
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 0
+VERSION_MINOR = 1
 
 OK = 0
 EINVAL = -1
@@ -79,6 +79,7 @@ EVERSION = -8
 ESTATE = -9
 EUNAVAILABLE = -10
 EINTERNAL = -11
+EORIGIN = -12
 
 LOG_DEBUG = 1
 LOG_INFO = 2
@@ -116,12 +117,14 @@ class _ProducerOptions(ctypes.Structure):
         ("log", _LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
+        ("on_outcome", ctypes.c_void_p),  # not used from Python: counts via outcomes()
+        ("outcome_user", ctypes.c_void_p),
     ]
 
     def __init__(self):
         # hoprelay_producer_options_init() is static inline in the header: its defaults.
         super().__init__(ctypes.sizeof(_ProducerOptions), VERSION_MAJOR, VERSION_MINOR,
-                         0, 0, 30000, _LOG_FN(), None, LOG_INFO)
+                         0, 0, 30000, _LOG_FN(), None, LOG_INFO, None, None)
 
 
 class _ConsumerOptions(ctypes.Structure):
@@ -150,6 +153,21 @@ class _Message(ctypes.Structure):
         ("data", ctypes.c_void_p),
         ("length", ctypes.c_size_t),
         ("internal_", ctypes.c_void_p),
+    ]
+
+
+_DROP_REASONS = ("stage_drop", "stage_error", "too_large_for_peer", "peer_down",
+                 "incomplete", "reassembly_full")
+
+
+class _OutcomeCounts(ctypes.Structure):
+    """struct hoprelay_outcome_counts."""
+    _fields_ = [
+        ("delivered", ctypes.c_uint64),
+        ("dropped", ctypes.c_uint64),
+        ("repeat", ctypes.c_uint64),
+        ("partial", ctypes.c_uint64),
+        ("by_reason", ctypes.c_uint64 * (len(_DROP_REASONS) + 1)),
     ]
 
 
@@ -193,6 +211,8 @@ _producer_max_reserve = _declare("hoprelay_producer_max_reserve", _c_size, _H)
 _producer_origin = _declare("hoprelay_producer_origin", _c_u32, _H)
 _producer_next_seq = _declare("hoprelay_producer_next_seq", _c_u64, _H)
 _producer_stats = _declare("hoprelay_producer_stats", None, _H, _P(_ProducerStats))
+_producer_outcomes = _declare("hoprelay_producer_outcomes", None, _H, _P(_OutcomeCounts), _c_size)
+_producer_resume_seq = _declare("hoprelay_producer_resume_seq", _c_u64, _H)
 _producer_end = _declare("hoprelay_producer_end", _c_int, _H, _c_int)
 _producer_close = _declare("hoprelay_producer_close", _c_int, _H, _c_int)
 _producer_destroy = _declare("hoprelay_producer_destroy", None, _H)
@@ -231,7 +251,7 @@ _NAMES = {
     ENODE: "HOPRELAY_ENODE", ETOOBIG: "HOPRELAY_ETOOBIG", ETIMEDOUT: "HOPRELAY_ETIMEDOUT",
     EAGAIN: "HOPRELAY_EAGAIN", EREFUSED: "HOPRELAY_EREFUSED", EVERSION: "HOPRELAY_EVERSION",
     ESTATE: "HOPRELAY_ESTATE", EUNAVAILABLE: "HOPRELAY_EUNAVAILABLE",
-    EINTERNAL: "HOPRELAY_EINTERNAL",
+    EINTERNAL: "HOPRELAY_EINTERNAL", EORIGIN: "HOPRELAY_EORIGIN",
 }
 
 
@@ -277,6 +297,10 @@ class Refused(HoprelayError):
     """HOPRELAY_EREFUSED: the head node refused this producer."""
 
 
+class OriginInUse(Refused):
+    """HOPRELAY_EORIGIN: the head has a producer of this origin connected already."""
+
+
 class VersionError(HoprelayError):
     """HOPRELAY_EVERSION: options of an incompatible header version."""
 
@@ -302,6 +326,7 @@ _CLASSES = {
     EINVAL: InvalidArgument, ECONFIG: ConfigError, ENODE: NodeError, ETOOBIG: TooBig,
     ETIMEDOUT: Timeout, EAGAIN: Timeout, EREFUSED: Refused, EVERSION: VersionError,
     ESTATE: StateError, EUNAVAILABLE: Unavailable, EINTERNAL: InternalError,
+    EORIGIN: OriginInUse,
 }
 
 
@@ -575,6 +600,22 @@ class Producer(_Handle):
         out = _ProducerStats()
         self._get(lambda h: _producer_stats(h, ctypes.byref(out)))
         return {name: getattr(out, name) for name, _ in _ProducerStats._fields_}
+
+    @property
+    def resume_seq(self):
+        """One past the highest sequence number the head had taken from this origin when the
+        producer connected (0: none): messages below it are not sent (repeats)."""
+        return self._get(_producer_resume_seq)
+
+    def outcomes(self):
+        """{'delivered', 'dropped', 'repeat', 'partial', 'by_reason': {reason: n}}: what
+        became of the messages acknowledged so far (docs/client.md, "Outcomes")."""
+        out = _OutcomeCounts()
+        self._get(lambda h: _producer_outcomes(h, ctypes.byref(out), ctypes.sizeof(out)))
+        return {"delivered": out.delivered, "dropped": out.dropped, "repeat": out.repeat,
+                "partial": out.partial,
+                "by_reason": {name: out.by_reason[i + 1]
+                              for i, name in enumerate(_DROP_REASONS)}}
 
     def end(self, timeout=None):
         """Ends the stream without closing: once everything sent is acknowledged, sends the

@@ -2,6 +2,7 @@
 //   explicit Impl(const StageArgs&);          // throws std::exception to refuse parameters
 //   hoprelay_verdict process(hoprelay_msg&);  // the hot path
 //   void flush();                             // optional work once a second and at shutdown
+//   const char* last_error();                 // optional: why the last ERROR / DROP
 // and BuiltinAdaptor turns it into a hoprelay_stage_descriptor, so the daemon reaches the
 // built-ins through exactly the C ABI an external plugin uses. The adaptor owns the C/C++
 // boundary (exception catching, casts) so the stage classes hold only their own logic.
@@ -60,6 +61,13 @@ struct BuiltinAdaptor {
     }
   }
   static void destroy(void* self) { delete static_cast<Impl*>(self); }
+  static const char* last_error(void* self) {
+    if constexpr (requires(Impl & i) { i.last_error(); }) {
+      return static_cast<Impl*>(self)->last_error();
+    } else {
+      return nullptr;
+    }
+  }
 
   static constexpr hoprelay_stage_descriptor make(const char* name, const char* const* keys,
                                                   uint32_t caps = 0) {
@@ -72,7 +80,8 @@ struct BuiltinAdaptor {
             &process,
             &flush,
             &destroy,
-            caps};
+            caps,
+            &last_error};
   }
 };
 

@@ -24,17 +24,24 @@ class Crc32cStage {
   hoprelay_verdict process(hoprelay_msg& m) {
     if (stamp_) {
       if (m.flags & HOPRELAY_MSG_CRC32C_TRAILER) return HOPRELAY_FORWARD;  // stamped upstream
-      if (m.capacity - m.length < 4) return HOPRELAY_ERROR;                // no room in the slot
+      if (m.capacity - m.length < 4) {                                     // no room in the slot
+        why_ = "message leaves no room for the 4-byte trailer";
+        return HOPRELAY_ERROR;
+      }
       uint32_t c = crc32c({reinterpret_cast<const std::byte*>(m.data), m.length});
       std::memcpy(m.data + m.length, &c, 4);
       m.length += 4;
       m.flags |= HOPRELAY_MSG_CRC32C_TRAILER;
       return HOPRELAY_FORWARD;
     }
-    if (!(m.flags & HOPRELAY_MSG_CRC32C_TRAILER) || m.length < 4) return HOPRELAY_ERROR;
+    if (!(m.flags & HOPRELAY_MSG_CRC32C_TRAILER) || m.length < 4) {
+      why_ = "message carries no CRC32C trailer (no crc32c stamp upstream?)";
+      return HOPRELAY_ERROR;
+    }
     uint32_t want;
     std::memcpy(&want, m.data + m.length - 4, 4);
     if (crc32c({reinterpret_cast<const std::byte*>(m.data), m.length - 4}) != want) {
+      why_ = "CRC32C mismatch: the message was corrupted after it was stamped";
       return HOPRELAY_ERROR;
     }
     m.length -= 4;
@@ -42,9 +49,11 @@ class Crc32cStage {
     return HOPRELAY_FORWARD;
   }
   void flush() {}
+  const char* last_error() const { return why_; }
 
  private:
   bool stamp_ = false;
+  const char* why_ = nullptr;
 };
 
 constexpr const char* kKeys[] = {"mode", nullptr};

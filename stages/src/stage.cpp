@@ -143,11 +143,18 @@ Stage::Stage(std::shared_ptr<const StageType> type, const std::string& node, con
                                &stage_log,
                                log_name_.get()};
   std::array<char, 512> err{};
+  last_error_ = type_->last_error();
   instance_ = type_->descriptor().create(&config, err.data(), err.size());
   if (!instance_) {
     throw StageError(fmt::format("stage {} refused its parameters: {}", type_->name(),
                                  err[0] ? err.data() : "no reason given"));
   }
+}
+
+const char* (*StageType::last_error() const)(void*) {
+  bool present = descriptor_->struct_size >=
+                 offsetof(hoprelay_stage_descriptor, last_error) + sizeof(descriptor_->last_error);
+  return present ? descriptor_->last_error : nullptr;
 }
 
 Stage::~Stage() {
@@ -160,7 +167,8 @@ Stage::~Stage() {
 Stage::Stage(Stage&& other) noexcept
     : type_(std::move(other.type_)),
       log_name_(std::move(other.log_name_)),
-      instance_(std::exchange(other.instance_, nullptr)) {}
+      instance_(std::exchange(other.instance_, nullptr)),
+      last_error_(other.last_error_) {}
 
 Stage& Stage::operator=(Stage&& other) noexcept {
   if (this != &other) {
@@ -168,6 +176,7 @@ Stage& Stage::operator=(Stage&& other) noexcept {
     type_ = std::move(other.type_);
     log_name_ = std::move(other.log_name_);
     instance_ = std::exchange(other.instance_, nullptr);
+    last_error_ = other.last_error_;
   }
   return *this;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/transport/outcome.h"
 #include "hoprelay/transport/wire.h"
 
 namespace {
@@ -70,6 +71,18 @@ Bytes cm_challenge_body(uint32_t slots, uint32_t slot_size) {
   return b;
 }
 
+// What a relay reports for a message it gave up: its own drop, or merged from its branches.
+Bytes outcome_body(int records) {
+  Outcome o;
+  o.add(DropReason::kStageError, "b", "crc32c: message leaves no room for the 4-byte trailer");
+  if (records > 1) o.add(DropReason::kPeerDown, "relay-2.eu", "downstream c2 down longer than 2s");
+  if (records > 2) o.add(DropReason::kIncomplete, std::string(kMaxNodeName, 'n'), "");
+  o.partial = records == 2;
+  Bytes b(kMaxOutcomePayload);
+  b.resize(encode_outcome(o, b.data()));
+  return b;
+}
+
 Bytes text(const std::string& s) {
   Bytes b(s.size());
   std::memcpy(b.data(), s.data(), s.size());
@@ -118,6 +131,13 @@ int main(int argc, char** argv) {
   put("header-chunk-abort", header(abort));
   // A producer's end of stream (wire version 3): after its messages 0-43.
   put("header-end", header({FrameType::kData, kFlagEnd, 0, 7, 44, 0, 8}));
+  // Outcomes (wire version 4): a drop of message 42 in slot 5, one of chunk 2 in slot 6.
+  FrameHeader outcome{FrameType::kOutcome, 0, 0, 7, 42, 0, 5};
+  put("frame-outcome", frame(outcome, outcome_body(1)));
+  outcome.chunk = 2;
+  outcome.slot = 6;
+  put("frame-outcome-chunk", frame(outcome, outcome_body(3)));
+  put("body-outcome-merged", outcome_body(2));
   put("frame-hello-node", frame({FrameType::kHello}, hello_body(node)));
   put("frame-hello-producer", frame({FrameType::kHello}, hello_body(producer)));
   put("frame-welcome", frame({FrameType::kWelcome}, welcome_body(64, 65536)));
@@ -138,5 +158,10 @@ int main(int argc, char** argv) {
            frame({FrameType::kData, 0, 0, 7, 1, 0, 0}, payload),
            frame({FrameType::kData, 1, 0, 7, 2, 0, 1}, payload),
            header({FrameType::kCredit, 0, 0, 0, 0, 2, 0}), header({FrameType::kBye})}));
+  // A relay's answer: the second message was given up, then both credited.
+  put("stream-outcome-then-credit",
+      cat({frame({FrameType::kWelcome}, welcome_body(2, 256)),
+           frame({FrameType::kOutcome, 0, 0, 7, 2, 0, 1}, outcome_body(1)),
+           header({FrameType::kCredit, 0, 0, 0, 0, 2, 0})}));
   return 0;
 }

@@ -4,7 +4,8 @@
 // it, so each must refuse malformed input and, when it accepts, hand back only values within
 // what docs/protocol.md allows. The input is used three ways:
 //   1. its first 32 bytes as one header, decoded against a range of receive limits;
-//   2. the whole input as each body on its own (hello, welcome, CM hello, CM welcome);
+//   2. the whole input as each body on its own (hello, welcome, CM hello, CM welcome,
+//      outcome);
 //   3. the whole input as a byte stream of frames, the way the TCP transport reads it:
 //      header, then `length` bytes of payload whose meaning the header's type gives.
 // A crash, a sanitizer report or a broken invariant is a finding.
@@ -15,6 +16,7 @@
 #include <span>
 
 #include "fuzz_check.h"
+#include "hoprelay/transport/outcome.h"
 #include "hoprelay/transport/wire.h"
 
 namespace {
@@ -26,7 +28,7 @@ using namespace hoprelay::transport;
 constexpr std::array<uint32_t, 7> kLimits = {0, 1, 256, 4096, 65536, 16u << 20, UINT32_MAX};
 
 bool known_type(FrameType t) {
-  return uint8_t(t) >= uint8_t(FrameType::kHello) && uint8_t(t) <= uint8_t(FrameType::kAuth);
+  return uint8_t(t) >= uint8_t(FrameType::kHello) && uint8_t(t) <= uint8_t(FrameType::kOutcome);
 }
 
 // The name is NUL-terminated within the array and is a valid node name.
@@ -61,8 +63,12 @@ WireError check_header(const std::byte* in, uint32_t limit, FrameHeader& out) {
       FUZZ_CHECK(out.length == 0 && out.flags == kFlagEnd && out.chunk == 0);
     }
     FUZZ_CHECK(out.credits == 0);  // data frames carry a chunk index there
+  } else if (out.type == FrameType::kOutcome) {
+    FUZZ_CHECK(out.length <= kMaxOutcomePayload);
+    FUZZ_CHECK(out.credits == 0);  // outcomes name a chunk there, like data frames
   } else {
     FUZZ_CHECK(out.length <= kMaxControlPayload);
+    FUZZ_CHECK(out.chunk == 0);
   }
   // An accepted header is exactly what encode_header() writes for the decoded fields.
   std::array<std::byte, kFrameHeaderSize> again{};
@@ -145,11 +151,38 @@ void check_cm_welcome(std::span<const std::byte> in) {
              w2.auth == w.auth && w2.nonce == w.nonce);
 }
 
+// An outcome body: what is accepted is within the limits every reader relies on (records,
+// names that are node names, printable details), and encodes back to exactly the same bytes.
+void check_outcome(std::span<const std::byte> in) {
+  Outcome o;
+  if (!decode_outcome(in, o)) return;
+  FUZZ_CHECK(in.size() <= kMaxOutcomePayload);
+  FUZZ_CHECK(o.count >= 1 && o.count <= kMaxOutcomeRecords && o.total >= o.count);
+  for (uint8_t i = 0; i < o.count; ++i) {
+    const DropRecord& r = o.records[i];
+    FUZZ_CHECK(uint8_t(r.reason) >= 1 && uint8_t(r.reason) <= kDropReasonMax);
+    FUZZ_CHECK(drop_reason_label(r.reason) != "unknown");
+    FUZZ_CHECK(valid_node_name(r.node_name()));
+    FUZZ_CHECK(r.detail_len <= kMaxDropDetail);
+    for (char c : r.detail_text()) FUZZ_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+  }
+  std::array<std::byte, kMaxOutcomePayload> again{};
+  uint32_t n = encode_outcome(o, again.data());
+  FUZZ_CHECK(n == in.size());
+  FUZZ_CHECK(std::memcmp(again.data(), in.data(), n) == 0);
+  // Merging into an empty outcome keeps it; merging again stays within the limits.
+  Outcome merged;
+  merged.merge(o);
+  merged.merge(o);
+  FUZZ_CHECK(merged.count <= kMaxOutcomeRecords && merged.total >= merged.count);
+}
+
 void check_bodies(std::span<const std::byte> in) {
   check_hello(in);
   check_welcome(in);
   check_cm_hello(in);
   check_cm_welcome(in);
+  check_outcome(in);
 }
 
 // A byte stream of frames, read like the TCP transport reads one: stop at the first refused
@@ -167,6 +200,9 @@ void check_stream(std::span<const std::byte> in, uint32_t limit) {
         break;
       case FrameType::kWelcome:
         check_welcome(body);
+        break;
+      case FrameType::kOutcome:
+        check_outcome(body);
         break;
       default:
         break;

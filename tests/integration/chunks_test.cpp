@@ -120,7 +120,12 @@ TEST(Chunks, AChunkDroppedMidMessageEndsThatMessageDownstreamAndNoOther) {
   constexpr uint64_t kMessages = 1000;
   constexpr uint32_t kSize = 6 * kSlot;  // 6 chunks
   RunResult r = p.send("a", kMessages, kSize);
-  ASSERT_EQ(r.code, 0) << r.output;
+  // The producer hears of the drop (its cause, not c's incomplete that followed), exit 3.
+  ASSERT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("100 of 1000 messages dropped at b: stage_drop (drop-chunk said DROP)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("delivered on other branches"), std::string::npos) << r.output;
   constexpr uint64_t kDropped = kMessages / 10;
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages - kDropped); }, 20s))
       << read_file(dir / "c.json");

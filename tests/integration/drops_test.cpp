@@ -25,8 +25,15 @@ TEST(Drops, AStageRefusingEveryMessageLogsOnceThenACountPerInterval) {
                    {"c", {}, sink(dir, "c")}});
   p.start_all();
   RunResult r = p.send("a", 200, 16384, {"--origin", "77"});
-  ASSERT_EQ(r.code, 0) << r.output;
-  const std::string first = "dropped a message (origin 77 seq 0, a): the stage returned ERROR";
+  // The producer hears of it: every message, where and why, and exits 3.
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("200 of 200 messages dropped at b: stage_error (crc32c: message leaves "
+                          "no room for the 4-byte trailer)"),
+            std::string::npos)
+      << r.output;
+  const std::string first =
+      "dropped a message (origin 77 seq 0, a): crc32c: message leaves no room for the 4-byte "
+      "trailer";
   ASSERT_TRUE(
       wait_until([&] { return read_file(dir / "b.log").find(first) != std::string::npos; }, 5s))
       << read_file(dir / "b.log");

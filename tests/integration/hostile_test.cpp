@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "hoprelay/transport/outcome.h"
 #include "hoprelay/transport/wire.h"
 #include "pipeline.h"
 
@@ -54,6 +55,12 @@ class Attacker {
       return false;
     }
     return transport::decode_header(buf, {0}, h) == transport::WireError::kOk;
+  }
+  // The payload of a control frame whose header read_header() returned.
+  bool read_body(const FrameHeader& h, std::vector<std::byte>& body) {
+    body.resize(h.length);
+    return h.length == 0 ||
+           ::recv(fd_, body.data(), h.length, MSG_WAITALL) == static_cast<ssize_t>(h.length);
   }
   // A hello as node `name`, then read the welcome.
   bool hello_as(const std::string& name, transport::PeerRole role = transport::PeerRole::kNode) {
@@ -195,6 +202,20 @@ TEST(HostileInput, AMessageThatNeverEndsCannotHoldTheSlots) {
     burst += Attacker::frame(h, std::string(100, 'c'));
   }
   x.send_bytes(burst);
+  // First what became of the message (its first chunk's slot carries the outcome), then the
+  // credits.
+  FrameHeader outcome;
+  std::vector<std::byte> body;
+  ASSERT_TRUE(x.read_header(outcome) && x.read_body(outcome, body));
+  EXPECT_EQ(outcome.type, FrameType::kOutcome);
+  EXPECT_EQ(outcome.seq, 5u);
+  EXPECT_EQ(outcome.chunk, 0u);
+  EXPECT_EQ(outcome.slot, 0u);
+  transport::Outcome o;
+  ASSERT_TRUE(transport::decode_outcome(body, o));
+  ASSERT_EQ(o.count, 1);
+  EXPECT_EQ(o.records[0].reason, transport::DropReason::kReassemblyFull);
+  EXPECT_EQ(o.records[0].node_name(), "b");
   FrameHeader credit;
   ASSERT_TRUE(x.read_header(credit)) << "b returns the slots of the message it gave up";
   EXPECT_EQ(credit.type, FrameType::kCredit);

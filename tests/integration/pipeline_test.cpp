@@ -215,7 +215,11 @@ TEST(Pipeline, PluginAppliedOnceCorruptsAsExpected) {
   Pipeline p(dir,
              {{"a", {"b"}, "{ plugin = \"" + so.string() + "\" }"}, {"b", {}, sink(dir, "b")}});
   p.start_all();
-  ASSERT_EQ(p.send("a", 500, 300).code, 0);
+  // b's verify-sink refuses each corrupt message (a stage error): the producer hears of it.
+  RunResult sent = p.send("a", 500, 300);
+  ASSERT_EQ(sent.code, 3) << sent.output;
+  EXPECT_NE(sent.output.find("500 of 500 messages dropped at b: stage_error"), std::string::npos)
+      << sent.output;
   ASSERT_TRUE(wait_until([&] { return read_report(dir / "b.json").corrupt >= 500; }, 5s));
   p.stop_all();
   Report r = read_report(dir / "b.json");

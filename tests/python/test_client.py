@@ -212,6 +212,9 @@ def produce(producer, report):
                 pass
         report["seqs"] = seqs
         report["stats_before_close"] = producer.stats()
+        producer.flush(timeout=RECV_TIMEOUT)
+        report["outcomes"] = producer.outcomes()
+        report["resume_seq"] = producer.resume_seq
         producer.close(timeout=RECV_TIMEOUT)
         report["closed"] = True
     except BaseException as e:  # noqa: BLE001 - reported by the main thread
@@ -374,6 +377,12 @@ def producer_done(thread, report):
            "send/commit returned seqs other than 0..1499")
     stats = report.get("stats_before_close")
     expect(stats and stats["sent"] == len(EXPECTED), "stats before close: %r" % stats)
+    # Every message settled and delivered (the consumer's stage drops nothing); a fresh origin.
+    outcomes = report.get("outcomes")
+    expect(outcomes == {"delivered": len(EXPECTED), "dropped": 0, "repeat": 0, "partial": 0,
+                        "by_reason": {r: 0 for r in hoprelay._DROP_REASONS}},
+           "outcomes: %r" % outcomes)
+    expect(report.get("resume_seq") == 0, "resume_seq: %r" % report.get("resume_seq"))
     expect(report.get("closed"), "close did not return")
 
 

@@ -189,6 +189,57 @@ T
   rm -rf "$d"
 }
 
+# Outcomes over verbs (wire version 4, docs/protocol.md "Outcomes"): b's crc32c stamp has no
+# room in a 64 KiB slot that a 64 KiB message fills, so b refuses each; the OUTCOME frames go
+# b -> a by SEND, and a merges them into its own towards the producer, which names b and the
+# stage's words and exits 3. Then a rerun of a used origin learns its repeats from the head's
+# welcome (the CM accept's next_seq) and --first-seq appends.
+outcomes() {
+  local t="$WORK/outcomes.toml"
+  cat >"$t" <<T
+[pipeline]
+name = "outcomes"
+transport = "verbs"
+slot_size = "64KiB"
+slots = 32
+
+[nodes.a]
+listen = "$RXE_IP:7501"
+downstream = ["b"]
+
+[nodes.b]
+listen = "$RXE_IP:7502"
+downstream = ["c"]
+stage = { plugin = "crc32c", mode = "stamp" }
+
+[nodes.c]
+listen = "$RXE_IP:7503"
+metrics = "127.0.0.1:7504"
+stage = { plugin = "crc32c", mode = "verify" }
+T
+  for n in c b a; do start "$t" $n; done
+  wait_metrics 7504 || { fail "outcomes: c did not start"; stop_all; return; }
+  local rc=0 out
+  timeout 120 "$HOPRELAY" send --topology "$t" --to a --count 200 --size 65536 --origin 5 \
+    --connect-timeout 20 >"$WORK/outcomes-1.out" 2>&1 || rc=$?
+  out=$(cat "$WORK/outcomes-1.out")
+  if [[ $rc == 3 && $out == *"200 of 200 messages dropped at b: stage_error (crc32c: message leaves no room for the 4-byte trailer)"* ]]; then
+    pass "outcomes: 200 drops at b reach the producer over verbs, with b's reason (exit 3)"
+  else
+    fail "outcomes: exit $rc, expected 3 and b's reason: $out"
+  fi
+  rc=0
+  timeout 120 "$HOPRELAY" send --topology "$t" --to a --count 300 --size 1000 --origin 5 \
+    --connect-timeout 20 >"$WORK/outcomes-2.out" 2>&1 || rc=$?
+  out=$(cat "$WORK/outcomes-2.out")
+  if [[ $rc == 3 && $out == *"origin 5: the head already had sequence numbers 0-199; 200 messages dropped as repeats (use --first-seq 200 to append"* && $out == *"100 delivered, 0 dropped, 200 repeats"* ]]; then
+    pass "outcomes: a rerun of origin 5 learns its 200 repeats from the verbs welcome"
+  else
+    fail "outcomes: rerun exit $rc: $out"
+  fi
+  stop_all || fail "outcomes: a daemon did not exit 0 on SIGTERM"
+}
+
 # libhoprelay without blocking calls over verbs (tests/client/nonblocking.c): one process, one
 # thread, a producer and a consumer driven by poll(2) with timeout 0, the producer half by copy
 # and half by zero-copy reserve/commit (RDMA WRITE with immediate from the reserved buffer
@@ -649,6 +700,7 @@ chain chain-write write 7110
 chain chain-busy send 7160 busy 5000
 chain chain-chunks write 7200 event 1000 20000
 stream
+outcomes
 nonblocking
 fanout
 undeclared

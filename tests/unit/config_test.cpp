@@ -203,6 +203,31 @@ TEST(ConfigTest, MinimalFileTakesBuiltInDefaults) {
   EXPECT_EQ(t.link_count(), 0u);
 }
 
+// A crc32c stamp needs 4 bytes of room: slots no larger than what its upstream fills drop the
+// largest messages, which the file would otherwise let in. validate warns, naming the fix.
+TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
+  const std::string nodes =
+      "[nodes.a]\nlisten = \"10.0.0.1:7000\"\ndownstream = [\"b\"]\n"
+      "[nodes.b]\nlisten = \"10.0.0.2:7000\"\nstage = { plugin = \"crc32c\", mode = "
+      "\"stamp\" }\n";
+  Topology t = parse_topology(with_pipeline(nodes), "t.toml");
+  auto w = t.warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].format(),
+            "t.toml:" + std::to_string(t.find("b")->pos.line) +
+                ":1: warning: nodes.b: its crc32c stamp adds a 4-byte trailer, but its slots "
+                "(65536 bytes) leave no room in a frame that a fills (65536 bytes): such messages "
+                "are dropped as stage_error. Give b a slot_size of at least 65540 (and its "
+                "downstream peers too), or a one of at most 65532");
+  // The fix it names: no warning. Nor for verify, nor at a head with room.
+  Topology fixed = parse_topology(with_pipeline(nodes + "slot_size = 65540\n"), "t.toml");
+  EXPECT_TRUE(fixed.warnings().empty()) << dump(fixed.warnings());
+  // The demo pipeline of the README does not advertise what it would refuse.
+  Topology demo = load_topology(HOPRELAY_SOURCE_DIR "/config/examples/demo.toml",
+                                {PluginCheck::Mode::kNone, ""});
+  EXPECT_TRUE(demo.warnings().empty()) << dump(demo.warnings());
+}
+
 TEST(ConfigTest, StageParamsKeepTheirTomlSpelling) {
   Topology t = parse_topology(with_pipeline(R"([nodes.a]
 listen = "h:1"

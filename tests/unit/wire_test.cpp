@@ -45,7 +45,7 @@ TEST(Wire, RejectsEveryBadField) {
   b = encoded(FrameHeader{FrameType::kCredit});
   b[3] = std::byte{0};
   EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadType);
-  b[3] = std::byte{9};  // one past kAuth
+  b[3] = std::byte{10};  // one past kOutcome
   EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadType);
 
   b = encoded(FrameHeader{FrameType::kCredit});
@@ -105,10 +105,10 @@ TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
   }
   // A peer of another version learns both numbers.
   b = encoded(end);
-  b[2] = std::byte{2};
+  b[2] = std::byte{3};
   EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadVersion);
   EXPECT_EQ(version_mismatch_text(b.data()),
-            "the peer speaks wire protocol version 2, this end speaks 3: run the same hoprelay "
+            "the peer speaks wire protocol version 3, this end speaks 4: run the same hoprelay "
             "release on both ends of a link");
   // No chunk can follow the highest index.
   FrameHeader wrap{FrameType::kData, kFlagMore, 10, 5, 99};

@@ -1,5 +1,7 @@
 #include "hoprelay/transport/wire.h"
 
+#include "hoprelay/transport/outcome.h"
+
 #include <bit>
 
 namespace hoprelay::transport {
@@ -58,7 +60,8 @@ void encode_header(const FrameHeader& h, std::byte* out) {
   store_le<uint32_t>(out + 8, h.length);
   store_le<uint32_t>(out + 12, h.origin);
   store_le<uint64_t>(out + 16, h.seq);
-  store_le<uint32_t>(out + 24, h.type == FrameType::kData ? h.chunk : h.credits);
+  const bool chunked = h.type == FrameType::kData || h.type == FrameType::kOutcome;
+  store_le<uint32_t>(out + 24, chunked ? h.chunk : h.credits);
   store_le<uint32_t>(out + 28, h.slot);
 }
 
@@ -66,7 +69,7 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   if (load_le<uint16_t>(in) != kFrameMagic) return WireError::kBadMagic;
   if (uint8_t(in[2]) != kWireVersion) return WireError::kBadVersion;
   uint8_t type = uint8_t(in[3]);
-  if (type < uint8_t(FrameType::kHello) || type > uint8_t(FrameType::kAuth)) {
+  if (type < uint8_t(FrameType::kHello) || type > uint8_t(FrameType::kOutcome)) {
     return WireError::kBadType;
   }
   if (load_le<uint16_t>(in + 6) != 0) return WireError::kBadReserved;
@@ -77,10 +80,13 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   out.origin = load_le<uint32_t>(in + 12);
   out.seq = load_le<uint64_t>(in + 16);
   out.credits = load_le<uint32_t>(in + 24);
-  out.chunk = out.type == FrameType::kData ? out.credits : 0;
-  if (out.type == FrameType::kData) out.credits = 0;
+  const bool chunked = out.type == FrameType::kData || out.type == FrameType::kOutcome;
+  out.chunk = chunked ? out.credits : 0;
+  if (chunked) out.credits = 0;
   out.slot = load_le<uint32_t>(in + 28);
-  uint32_t max = out.type == FrameType::kData ? limits.max_data_payload : kMaxControlPayload;
+  uint32_t max = out.type == FrameType::kData      ? limits.max_data_payload
+                 : out.type == FrameType::kOutcome ? kMaxOutcomePayload
+                                                   : kMaxControlPayload;
   if (out.length > max) return WireError::kTooLong;
   // An abort ends a message and carries nothing; it cannot also announce more chunks.
   if ((out.flags & kFlagAbort) && (out.length != 0 || (out.flags & kFlagMore))) {
@@ -141,7 +147,7 @@ void encode_welcome(const WelcomeBody& w, std::byte* out) {
   store_le<uint32_t>(out + 0, w.slots);
   store_le<uint32_t>(out + 4, w.slot_size);
   store_le<uint64_t>(out + 8, w.topology_hash);
-  store_le<uint64_t>(out + 16, 0);
+  store_le<uint64_t>(out + 16, w.next_seq);
 }
 
 bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out) {
@@ -149,7 +155,8 @@ bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out) {
   out.slots = load_le<uint32_t>(in.data());
   out.slot_size = load_le<uint32_t>(in.data() + 4);
   out.topology_hash = load_le<uint64_t>(in.data() + 8);
-  return out.slots > 0 && out.slot_size > 0 && load_le<uint64_t>(in.data() + 16) == 0;
+  out.next_seq = load_le<uint64_t>(in.data() + 16);
+  return out.slots > 0 && out.slot_size > 0;
 }
 
 void encode_cm_hello(const HelloBody& h, std::byte* out) {
@@ -186,6 +193,7 @@ void encode_cm_welcome(const CmWelcome& w, std::byte* out) {
   store_le<uint32_t>(out + 12, w.rkey);
   store_le<uint64_t>(out + 16, w.ring_addr);
   store_le<uint64_t>(out + 24, w.topology_hash);
+  store_le<uint64_t>(out + 32, w.next_seq);
   if (w.auth) std::memcpy(out + kCmWelcomeSize, w.nonce.data(), w.nonce.size());
 }
 
@@ -203,6 +211,7 @@ bool decode_cm_welcome(std::span<const std::byte> in, CmWelcome& out) {
   out.rkey = load_le<uint32_t>(in.data() + 12);
   out.ring_addr = load_le<uint64_t>(in.data() + 16);
   out.topology_hash = load_le<uint64_t>(in.data() + 24);
+  out.next_seq = load_le<uint64_t>(in.data() + 32);
   return out.slots > 0 && out.slots <= (1u << kImmSlotBits) && out.slot_size > 0;
 }
 

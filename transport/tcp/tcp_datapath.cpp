@@ -171,7 +171,14 @@ void TcpInbound::deliver(Slot& slot) {
   transport_.events().on_message(*this, slot);
 }
 
-void TcpInbound::release(Slot& slot) {
+void TcpInbound::release(Slot& slot, const Outcome* outcome) {
+  if (outcome && state_ == State::kUp) {
+    // Before the credit that covers this slot (credits are queued after it, at the earliest
+    // in this very release).
+    std::array<std::byte, kMaxOutcomeFrame> frame;
+    const uint32_t n = encode_outcome_frame(slot, *outcome, frame.data());
+    if (queue_bytes(std::span(frame).first(n))) schedule_control_flush();
+  }
   uint32_t freed = ring_->release(slot);
   if (state_ == State::kClosed) {
     if (slots_in_use() == 0) transport_.reap(this);
@@ -179,27 +186,49 @@ void TcpInbound::release(Slot& slot) {
   }
   if (freed == 0) return;
   pending_credits_ += freed;
-  // Credits coalesce: one credit frame per loop iteration, however many slots were released.
-  if (!flush_scheduled_) {
-    flush_scheduled_ = true;
-    transport_.loop().defer([this] {
-      flush_scheduled_ = false;
-      if (state_ != State::kClosed) flush_control();
-    });
+  schedule_control_flush();
+}
+
+// Credits coalesce: one credit frame per loop iteration, however many slots were released.
+void TcpInbound::schedule_control_flush() {
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  transport_.loop().defer([this] {
+    flush_scheduled_ = false;
+    if (state_ != State::kClosed) flush_control();
+  });
+}
+
+bool TcpInbound::queue_control(const FrameHeader& h, std::span<const std::byte> body) {
+  std::array<std::byte, kFrameHeaderSize + kMaxControlPayload + kMacSize> frame;
+  if (body.size() > frame.size() - kFrameHeaderSize) {
+    fail("control frame too large");
+    return false;
   }
+  encode_header(h, frame.data());
+  std::memcpy(frame.data() + kFrameHeaderSize, body.data(), body.size());
+  return queue_bytes(std::span(frame).first(kFrameHeaderSize + body.size()));
+}
+
+bool TcpInbound::queue_bytes(std::span<const std::byte> frame) {
+  const size_t need = frame.size();
+  if (ctl_off_ == ctl_len_) ctl_off_ = ctl_len_ = 0;
+  if (ctl_len_ + need > ctl_.size() && ctl_off_ > 0) {  // what was sent makes room
+    std::memmove(ctl_.data(), ctl_.data() + ctl_off_, ctl_len_ - ctl_off_);
+    ctl_len_ -= ctl_off_;
+    ctl_off_ = 0;
+  }
+  if (ctl_len_ + need > ctl_.size()) {
+    fail("control backlog overflow");
+    return false;
+  }
+  std::memcpy(ctl_.data() + ctl_len_, frame.data(), need);
+  ctl_len_ += need;
+  return true;
 }
 
 void TcpInbound::send_control(const FrameHeader& h, std::span<const std::byte> body) {
-  size_t need = kFrameHeaderSize + body.size();
-  if (ctl_off_ == ctl_len_) ctl_off_ = ctl_len_ = 0;
-  if (ctl_len_ + need > ctl_.size()) {
-    fail("control backlog overflow");
-    return;
-  }
-  encode_header(h, ctl_.data() + ctl_len_);
-  std::memcpy(ctl_.data() + ctl_len_ + kFrameHeaderSize, body.data(), body.size());
-  ctl_len_ += need;
-  flush_control();
+  if (queue_control(h, body)) flush_control();
 }
 
 // Writes queued control bytes and pending credits. False when the link closed.
@@ -282,6 +311,8 @@ bool TcpOutbound::read_control() {
       off += kFrameHeaderSize + h.length;
       if (h.type == FrameType::kCredit && state_ == State::kUp) {
         if (!handle_credit(h)) return false;
+      } else if (h.type == FrameType::kOutcome && state_ == State::kUp) {
+        if (!handle_outcome(h, body)) return false;
       } else if (h.type == FrameType::kWelcome && state_ == State::kHello) {
         handle_welcome(h, body);
       } else if (h.type == FrameType::kChallenge && state_ == State::kHello) {
@@ -323,6 +354,29 @@ bool TcpOutbound::handle_credit(const FrameHeader& h) {
   return true;
 }
 
+// An outcome names the slot its frame took in the peer's ring, and the frame's origin, seq and
+// chunk: it must be a frame written and not yet acknowledged, reported once.
+bool TcpOutbound::handle_outcome(const FrameHeader& h, std::span<const std::byte> body) {
+  Outcome outcome;
+  const uint64_t at = acked_ + (h.slot + peer_slots_ - acked_ % peer_slots_) % peer_slots_;
+  TxEntry* e = h.slot < peer_slots_ && at < written_ ? &tx_[at % tx_.size()] : nullptr;
+  if (!e || e->outcome || load_le<uint32_t>(e->header.data() + 12) != h.origin ||
+      load_le<uint64_t>(e->header.data() + 16) != h.seq ||
+      load_le<uint32_t>(e->header.data() + 24) != h.chunk) {
+    transport_.events().on_protocol_error("bad_outcome");
+    drop("protocol violation: an outcome for a message this link did not send", true);
+    return false;
+  }
+  if (!decode_outcome(body, outcome)) {
+    transport_.events().on_protocol_error("bad_outcome");
+    drop("protocol violation: a malformed outcome", true);
+    return false;
+  }
+  e->outcome = true;
+  transport_.events().on_outcome(*this, e->cookie, outcome);
+  return state_ == State::kUp;
+}
+
 bool TcpOutbound::post(const OutFrame& f) {
   if (state_ != State::kUp || tail_ - acked_ >= peer_slots_) return false;
   TxEntry& e = tx_[tail_ % tx_.size()];
@@ -337,6 +391,7 @@ bool TcpOutbound::post(const OutFrame& f) {
   e.payload = f.payload;
   e.length = f.length;
   e.cookie = f.cookie;
+  e.outcome = false;
   ++tail_;
   schedule_flush();
   return true;

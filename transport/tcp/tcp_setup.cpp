@@ -273,8 +273,10 @@ void TcpInbound::admitted(const Nonce* client_nonce) {
   ring_.emplace(memory_->data(), lp.slots, lp.slot_size, this, memory_.get());
   limits_.max_data_payload = lp.slot_size;
   rx_.resize(kRxBuffer);
+  ctl_.resize(ctl_.size() + size_t{lp.slots} * (kFrameHeaderSize + kMaxOutcomePayload));
   state_ = State::kUp;
-  WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash};
+  WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash,
+                transport_.events().resume_seq(peer_)};
   std::array<std::byte, kWelcomeSize + kMacSize> body_out;
   encode_welcome(w, body_out.data());
   FrameHeader wh{FrameType::kWelcome};
@@ -481,6 +483,7 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   }
   peer_slots_ = w.slots;
   peer_slot_size_ = w.slot_size;
+  peer_next_seq_ = w.next_seq;
   tx_.assign(peer_slots_, TxEntry{});
   acked_ = written_ = tail_ = 0;
   written_off_ = 0;

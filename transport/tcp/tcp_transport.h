@@ -31,7 +31,7 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   ~TcpInbound();
 
   void on_io(uint32_t events) override;
-  void release(Slot& slot) override;
+  void release(Slot& slot, const Outcome* outcome) override;
   void pause() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
@@ -53,6 +53,10 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   void admitted(const Nonce* client_nonce);
   void reject(std::string_view reason);
   void send_control(const FrameHeader& h, std::span<const std::byte> body);
+  // Appends a control frame to ctl_ (false, and the link failed, when it does not fit).
+  bool queue_control(const FrameHeader& h, std::span<const std::byte> body);
+  bool queue_bytes(std::span<const std::byte> frame);  // a whole encoded frame
+  void schedule_control_flush();
   void update_interest();
   // tcp_datapath.cpp
   bool read_some();
@@ -79,8 +83,10 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   size_t rx_end_ = 0;
   Slot* partial_ = nullptr;  // a data frame whose payload is still arriving
   uint32_t partial_have_ = 0;
-  // Control bytes to send (welcome, reject, credits); credits coalesce into one frame.
-  std::array<std::byte, 512> ctl_{};
+  // Control bytes to send (welcome, reject, outcomes, credits); credits coalesce into one
+  // frame. Room for an outcome per slot (each slot's release sends at most one, and no slot
+  // is released again before its credit has gone) besides the handshake's frames.
+  std::vector<std::byte> ctl_ = std::vector<std::byte>(512);
   size_t ctl_off_ = 0;
   size_t ctl_len_ = 0;
   uint32_t pending_credits_ = 0;
@@ -110,6 +116,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
     const std::byte* payload;
     uint32_t length;
     void* cookie;
+    bool outcome;  // the peer reported an outcome for it (at most one per frame)
   };
 
   // tcp_setup.cpp
@@ -123,6 +130,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   // tcp_datapath.cpp
   bool read_control();
   bool handle_credit(const FrameHeader& h);
+  bool handle_outcome(const FrameHeader& h, std::span<const std::byte> body);
   void flush();
   void schedule_flush();
   void update_interest();

@@ -63,7 +63,7 @@ bool VerbsInbound::poll_cq() {
           break;
         case kSendControl:
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
-          if (pending_credits_) flush_credits();
+          if (pending_credits_ || !pending_outcomes_.empty()) flush_credits();
           break;
         case kRecvAuth:
           on_auth(wc[i]);
@@ -125,7 +125,25 @@ void VerbsInbound::on_data(const ibv_wc& wc) {
   transport_.events().on_message(*this, *s);
 }
 
-void VerbsInbound::release(Slot& slot) {
+std::byte* VerbsInbound::outcome_frame(uint32_t slot) {
+  return conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer +
+         size_t{slot} * kOutcomeFrame;
+}
+
+void VerbsInbound::release(Slot& slot, const Outcome* outcome) {
+  if (outcome && state_ == State::kUp) {
+    // Encoded into the slot's own outcome buffer: it stays untouched until the slot is used
+    // and released again, long after this send completed (the credit goes after it).
+    encode_outcome_frame(slot, *outcome, outcome_frame(slot.index));
+    pending_outcomes_.push_back(slot.index);
+    if (!flush_scheduled_) {
+      flush_scheduled_ = true;
+      transport_.loop().defer([this] {
+        flush_scheduled_ = false;
+        if (state_ == State::kUp) flush_credits();
+      });
+    }
+  }
   uint32_t freed = ring_->release(slot);
   if (state_ == State::kClosed) {
     if (slots_in_use() == 0) transport_.reap(this);
@@ -148,20 +166,34 @@ void VerbsInbound::release(Slot& slot) {
   }
 }
 
-// One CREDIT frame for everything released since the last one.
 void VerbsInbound::flush_credits() {
-  if (pending_credits_ == 0 || state_ != State::kUp) return;
+  if (state_ != State::kUp) return;
+  // Outcomes first: each must reach the sender before the credit that covers its slot.
+  while (outcomes_posted_ < pending_outcomes_.size()) {
+    if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
+    std::byte* frame = outcome_frame(pending_outcomes_[outcomes_posted_]);
+    if (!post_control(frame, kFrameHeaderSize + load_le<uint32_t>(frame + 8))) return;
+    ++outcomes_posted_;
+  }
+  pending_outcomes_.clear();
+  outcomes_posted_ = 0;
+  if (pending_credits_ == 0) return;
   if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
   std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
   FrameHeader c{FrameType::kCredit};
   c.credits = pending_credits_;
   encode_header(c, buf);
-  ibv_sge sge{reinterpret_cast<uint64_t>(buf), kFrameHeaderSize, conn_.region_b->lkey()};
+  if (!post_control(buf, kFrameHeaderSize)) return;
+  pending_credits_ = 0;
+}
+
+bool VerbsInbound::post_control(std::byte* frame, uint32_t length) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(frame), length, conn_.region_b->lkey()};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = conn_.max_inline >= kFrameHeaderSize ? IBV_SEND_INLINE : 0;
+  wr.send_flags = conn_.max_inline >= length ? IBV_SEND_INLINE : 0;
   ++unsignaled_;
   // Signal periodically, and whenever the queue is about to run out of room.
   if (unsignaled_ >= kSignalEvery || sq_outstanding_ + 1 >= sq_depth_) {
@@ -170,10 +202,13 @@ void VerbsInbound::flush_credits() {
     unsignaled_ = 0;
   }
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(conn_.id->qp, &wr, &bad) != 0) return fail("ibv_post_send (credit) failed");
+  if (ibv_post_send(conn_.id->qp, &wr, &bad) != 0) {
+    fail("ibv_post_send (credit) failed");
+    return false;
+  }
   ++sq_outstanding_;
   ++ctl_sent_;
-  pending_credits_ = 0;
+  return true;
 }
 
 // ---------------------------------------------------------------- outbound (sender)
@@ -251,6 +286,7 @@ bool VerbsOutbound::post(const OutFrame& f) {
     transport_.flush_later(this);
   }
   cookies_[idx] = f.cookie;
+  outcome_seen_[idx] = 0;
   ++sq_outstanding_;
   ++tail_;
   return true;
@@ -333,6 +369,11 @@ void VerbsOutbound::on_control_frame(const ibv_wc& wc) {
     }
     return on_welcome_frame(wc, h, in + kFrameHeaderSize);
   }
+  if (h.type == FrameType::kOutcome && wc.byte_len == kFrameHeaderSize + h.length) {
+    if (!on_outcome_frame(h, in + kFrameHeaderSize)) return;
+    if (!post_control_receive(index)) return drop("ibv_post_recv failed", true);
+    return;
+  }
   if (wc.byte_len != kFrameHeaderSize || h.type != FrameType::kCredit) {
     return drop("unexpected control frame", true);
   }
@@ -344,6 +385,30 @@ void VerbsOutbound::on_control_frame(const ibv_wc& wc) {
     ++acked_;
     transport_.events().on_acked(*this, cookie);
   }
+}
+
+// An outcome names the slot its frame took in the peer's ring, and the frame's origin, seq and
+// chunk: it must be a frame posted and not yet acknowledged, reported once.
+bool VerbsOutbound::on_outcome_frame(const FrameHeader& h, const std::byte* body) {
+  const uint64_t at = acked_ + (h.slot + peer_.slots - acked_ % peer_.slots) % peer_.slots;
+  const uint32_t idx = static_cast<uint32_t>(at % cap_);
+  const std::byte* hdr = conn_->region_a->data() + size_t{idx} * kFrameHeaderSize;
+  Outcome outcome;
+  if (h.slot >= peer_.slots || at >= tail_ || outcome_seen_[idx] ||
+      load_le<uint32_t>(hdr + 12) != h.origin || load_le<uint64_t>(hdr + 16) != h.seq ||
+      load_le<uint32_t>(hdr + 24) != h.chunk) {
+    transport_.events().on_protocol_error("bad_outcome");
+    drop("protocol violation: an outcome for a message this link did not send", true);
+    return false;
+  }
+  if (!decode_outcome({body, h.length}, outcome)) {
+    transport_.events().on_protocol_error("bad_outcome");
+    drop("protocol violation: a malformed outcome", true);
+    return false;
+  }
+  outcome_seen_[idx] = 1;
+  transport_.events().on_outcome(*this, cookies_[idx], outcome);
+  return state_ == State::kUp;
 }
 
 // Liveness. An RC queue pair only notices a dead peer when it sends: frames in flight whose

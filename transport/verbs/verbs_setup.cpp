@@ -497,15 +497,21 @@ void VerbsInbound::accept() {
   conn_.region_a = std::make_unique<VerbsRegion>(pd, SlotRing::size_for(lp.slots, lp.slot_size),
                                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   sq_depth_ = lp.slots + kControlSpare;
-  // Credit frames to send, then the AUTH frame's receive buffer and our WELCOME's.
+  // Credit frames to send, then the AUTH frame's receive buffer and our WELCOME's, then an
+  // OUTCOME frame per slot (outcome_frame()).
   conn_.region_b = std::make_unique<VerbsRegion>(
-      pd, size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer, IBV_ACCESS_LOCAL_WRITE);
+      pd, size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer + size_t{lp.slots} * kOutcomeFrame,
+      IBV_ACCESS_LOCAL_WRITE);
+  pending_outcomes_.reserve(lp.slots);
   conn_.cq = transport_.create_cq(conn_.id->verbs, sq_depth_ + lp.slots + 3, this);
   transport_.create_qp(conn_, sq_depth_, lp.slots);
   ring_.emplace(conn_.region_a->data(), lp.slots, lp.slot_size, this, conn_.region_a.get());
-  CmWelcome w{lp.slots, lp.slot_size, conn_.region_a->rkey(),
+  CmWelcome w{lp.slots,
+              lp.slot_size,
+              conn_.region_a->rkey(),
               reinterpret_cast<uint64_t>(conn_.region_a->data()),
-              transport_.identity().topology_hash};
+              transport_.identity().topology_hash,
+              transport_.events().resume_seq(peer_)};
   if (key) {
     // A challenge instead of the ring: no address, no key, no data receive until the peer has
     // answered it (on_auth), so an impostor never gets to write a byte.
@@ -565,9 +571,12 @@ void VerbsInbound::on_auth(const ibv_wc& wc) {
   if (!post_receives()) return fail("ibv_post_recv failed");
   // The ring's address and key, with our answer to the sender's nonce.
   const ListenParams& lp = transport_.listen_params();
-  CmWelcome w{lp.slots, lp.slot_size, conn_.region_a->rkey(),
+  CmWelcome w{lp.slots,
+              lp.slot_size,
+              conn_.region_a->rkey(),
               reinterpret_cast<uint64_t>(conn_.region_a->data()),
-              transport_.identity().topology_hash};
+              transport_.identity().topology_hash,
+              transport_.events().resume_seq(peer_)};
   std::byte* out = in + kAuthBuffer;
   FrameHeader wh{FrameType::kWelcome};
   wh.length = kCmWelcomeSize + kMacSize;
@@ -794,7 +803,9 @@ void VerbsOutbound::link_up() {
                cap_, cap_);
   }
   cap_ = std::min(cap_, peer_.slots);
+  peer_next_seq_ = peer_.next_seq;
   cookies_.assign(cap_, nullptr);
+  outcome_seen_.assign(cap_, 0);
   wrs_.assign(cap_, ibv_send_wr{});
   sges_.assign(cap_, {});
   batch_len_ = 0;

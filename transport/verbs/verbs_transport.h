@@ -49,9 +49,13 @@ inline uint64_t wr_value(uint64_t wr_id) {
   return wr_id & ((uint64_t{1} << 56) - 1);
 }
 
-// A sender's control receives take credit frames (32 bytes) and, once, the WELCOME frame of an
-// authenticated link (header + CM welcome + MAC = 104 bytes).
-inline constexpr uint32_t kControlRecvSize = 128;
+// A sender's control receives take credit frames (32 bytes), OUTCOME frames (up to 480 bytes)
+// and, once, the WELCOME frame of an authenticated link (header + CM welcome + MAC = 104 bytes).
+inline constexpr uint32_t kControlRecvSize = 512;
+// A receiver's OUTCOME frame buffer, one per slot of its ring.
+inline constexpr uint32_t kOutcomeFrame = 512;
+static_assert(kFrameHeaderSize + kMaxOutcomePayload <= kControlRecvSize);
+static_assert(kFrameHeaderSize + kMaxOutcomePayload <= kOutcomeFrame);
 // Bytes set aside in a link's registered memory for the AUTH / WELCOME exchange.
 inline constexpr uint32_t kAuthBuffer = 128;
 
@@ -99,7 +103,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void on_cm_event(rdma_cm_event_type type, int status,
                    std::span<const std::byte> private_data) override;
   bool poll_cq() override;
-  void release(Slot& slot) override;
+  void release(Slot& slot, const Outcome* outcome) override;
   void pause() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
@@ -117,7 +121,12 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void maybe_up();
   void violation(const char* kind, std::string_view reason);
   void on_data(const ibv_wc& wc);
+  // Posts the pending outcomes, then (when none is left waiting for room in the send queue)
+  // one CREDIT frame for everything released since the last one.
   void flush_credits();
+  bool post_control(std::byte* frame, uint32_t length);
+  // The OUTCOME frame buffer of ring slot `slot` in region_b.
+  std::byte* outcome_frame(uint32_t slot);
 
   VerbsTransport& transport_;
   Connection conn_;
@@ -133,6 +142,9 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   uint32_t stride_ = 0;
   uint64_t receives_posted_ = 0;  // in ring order: receive n is for slot n % slots
   uint32_t pending_credits_ = 0;
+  // Slots whose OUTCOME frame is encoded and not yet posted (they go before any credit).
+  std::vector<uint32_t> pending_outcomes_;
+  size_t outcomes_posted_ = 0;  // of pending_outcomes_
   bool flush_scheduled_ = false;
   uint32_t sq_depth_ = 0;
   uint32_t sq_outstanding_ = 0;
@@ -174,6 +186,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   void schedule_probe();
   void probe();
   void on_control_frame(const ibv_wc& wc);
+  bool on_outcome_frame(const FrameHeader& h, const std::byte* body);
   friend class VerbsTransport;
   void flush_posts();
 
@@ -198,6 +211,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   uint32_t unsignaled_ = 0;
   // Posted frames [acked_, tail_), their cookies by position.
   std::vector<void*> cookies_;
+  std::vector<uint8_t> outcome_seen_;  // an outcome came for it (at most one per frame)
   // Their work requests, by the same position; the ones posted in this loop iteration are a
   // chain from batch_first_ to batch_last_, not yet handed to the device (flush_posts).
   std::vector<ibv_send_wr> wrs_;

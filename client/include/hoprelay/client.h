@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 0
+#define HOPRELAY_CLIENT_VERSION_MINOR 1
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -51,7 +51,10 @@ enum hoprelay_status {
   HOPRELAY_EVERSION = -8,      /* built against an incompatible header version */
   HOPRELAY_ESTATE = -9,        /* not valid now (commit without reserve, release twice...) */
   HOPRELAY_EUNAVAILABLE = -10, /* cannot start: port in use, no RDMA device, memlock limit */
-  HOPRELAY_EINTERNAL = -11     /* a failure of the library or the system; the message says */
+  HOPRELAY_EINTERNAL = -11,    /* a failure of the library or the system; the message says */
+  /* Since 1.1: the head has a producer of this origin connected already (origins are
+   * identities: use another origin, or stop the other producer). */
+  HOPRELAY_EORIGIN = -12
 };
 
 /* The status's name and meaning ("HOPRELAY_ETIMEDOUT: timed out"). Never null. */
@@ -76,6 +79,49 @@ typedef void (*hoprelay_log_fn)(void* user, int level, const char* line);
 
 typedef struct hoprelay_producer hoprelay_producer;
 
+/* Since 1.1: what became of each message (docs/client.md, "Outcomes"). The head acknowledges
+ * a message once every node it was routed to has delivered it or given it up; a node that
+ * gives it up says where and why, and that travels back with the acknowledgement. */
+enum hoprelay_outcome_status {
+  HOPRELAY_DELIVERED = 0, /* delivered on every branch it was routed to */
+  HOPRELAY_DROPPED = 1,   /* given up somewhere (records say where and why) */
+  HOPRELAY_REPEAT = 2     /* not sent: the head had taken this sequence number of the origin */
+};
+/* Why a node gave a message up (the `reason` label of hoprelay_messages_dropped_total). */
+enum hoprelay_drop_reason {
+  HOPRELAY_DROP_STAGE_DROP = 1,         /* the node's stage said DROP */
+  HOPRELAY_DROP_STAGE_ERROR = 2,        /* the node's stage said ERROR */
+  HOPRELAY_DROP_TOO_LARGE_FOR_PEER = 3, /* larger than a downstream's slots */
+  HOPRELAY_DROP_PEER_DOWN = 4,          /* a downstream down past peer_down_timeout */
+  HOPRELAY_DROP_INCOMPLETE = 5,         /* a chunked message that lost chunks */
+  HOPRELAY_DROP_REASSEMBLY_FULL = 6,    /* no room to reassemble a chunked message */
+  HOPRELAY_DROP_REASONS = 7             /* size of hoprelay_outcome_counts.by_reason */
+};
+/* "stage_error", ... for a hoprelay_drop_reason; "unknown" otherwise. Never null. */
+const char* hoprelay_drop_reason_name(int reason);
+
+struct hoprelay_drop {
+  int reason;         /* hoprelay_drop_reason */
+  const char* node;   /* the node that gave it up */
+  const char* detail; /* its words, e.g. "crc32c: message leaves no room for ..." ("" if none) */
+};
+#define HOPRELAY_OUTCOME_RECORDS 3
+struct hoprelay_outcome {
+  uint32_t origin;
+  uint64_t seq;
+  int status;     /* hoprelay_outcome_status */
+  int reason;     /* DROPPED: the main reason (the first drop that is not a consequence of an
+                     earlier one: incomplete only when nothing else is known); 0 otherwise */
+  int partial;    /* DROPPED: it was delivered on some branches and dropped on others */
+  uint32_t drops; /* DROPPED: how many places gave it up; the first n_drops are in `drop` */
+  uint32_t n_drops;
+  struct hoprelay_drop drop[HOPRELAY_OUTCOME_RECORDS];
+};
+/* Called once per message, in sequence order, on the thread that called into the library,
+ * inside that call (send, commit, flush, process, close...). The outcome and its strings are
+ * valid only during the call. It must not call into the same producer. */
+typedef void (*hoprelay_outcome_fn)(void* user, const struct hoprelay_outcome* outcome);
+
 struct hoprelay_producer_options {
   uint32_t struct_size;   /* sizeof(struct hoprelay_producer_options): set by _init */
   uint16_t version_major; /* HOPRELAY_CLIENT_VERSION_MAJOR: set by _init */
@@ -89,6 +135,9 @@ struct hoprelay_producer_options {
   hoprelay_log_fn log; /* null: log lines are discarded */
   void* log_user;
   int log_level; /* the least level passed to log (default HOPRELAY_CLIENT_LOG_INFO) */
+  /* Since 1.1: each message's outcome (null: only counted, hoprelay_producer_outcomes). */
+  hoprelay_outcome_fn on_outcome;
+  void* outcome_user;
 };
 
 static inline void hoprelay_producer_options_init(struct hoprelay_producer_options* o) {
@@ -100,7 +149,9 @@ static inline void hoprelay_producer_options_init(struct hoprelay_producer_optio
                                         30000,
                                         0,
                                         0,
-                                        HOPRELAY_CLIENT_LOG_INFO};
+                                        HOPRELAY_CLIENT_LOG_INFO,
+                                        0,
+                                        0};
   *o = d;
 }
 
@@ -108,7 +159,11 @@ static inline void hoprelay_producer_options_init(struct hoprelay_producer_optio
  * the string contains a newline) and waits until the head has admitted this producer.
  * `options` may be null (the defaults). On success *out is the handle; on failure it is null
  * and nothing was sent. Errors: ECONFIG, ENODE (not in the topology, not a head), EREFUSED,
- * ETIMEDOUT (no head within connect_timeout_ms), EUNAVAILABLE, EVERSION. */
+ * EORIGIN (a producer of this origin is connected to the head already), ETIMEDOUT (no head
+ * within connect_timeout_ms), EUNAVAILABLE, EVERSION.
+ * Messages whose sequence number the head had already taken from this origin when the
+ * producer connected (hoprelay_producer_resume_seq()) are not sent: their outcome is
+ * HOPRELAY_REPEAT. */
 int hoprelay_producer_open(const char* topology, const char* head,
                            const struct hoprelay_producer_options* options,
                            hoprelay_producer** out);
@@ -157,6 +212,22 @@ struct hoprelay_producer_stats {
   uint64_t reconnects; /* times the link to the head came back after a drop */
 };
 void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_producer_stats* out);
+
+/* Since 1.1: one past the highest sequence number the head had taken from this origin when
+ * the producer connected (0: none): where a restarted producer resumes (first_seq). */
+uint64_t hoprelay_producer_resume_seq(const hoprelay_producer* p);
+
+/* Since 1.1: the outcomes so far (messages acknowledged or found to be repeats). */
+struct hoprelay_outcome_counts {
+  uint64_t delivered;
+  uint64_t dropped; /* by main reason in by_reason */
+  uint64_t repeat;
+  uint64_t partial; /* of dropped, delivered on some branches */
+  uint64_t by_reason[HOPRELAY_DROP_REASONS];
+};
+/* Fills `size` bytes of *out (sizeof(struct hoprelay_outcome_counts) of the caller's header). */
+void hoprelay_producer_outcomes(const hoprelay_producer* p, struct hoprelay_outcome_counts* out,
+                                size_t size);
 
 /* Ends the stream without closing: once everything sent is acknowledged, sends the
  * end-of-stream mark (the consumers learn that this origin's stream ended after its last

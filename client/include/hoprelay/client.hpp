@@ -73,6 +73,12 @@ class Producer {
   size_t max_reserve() const { return hoprelay_producer_max_reserve(p_); }
   uint32_t origin() const { return hoprelay_producer_origin(p_); }
   uint64_t next_seq() const { return hoprelay_producer_next_seq(p_); }
+  uint64_t resume_seq() const { return hoprelay_producer_resume_seq(p_); }
+  struct hoprelay_outcome_counts outcomes() const {
+    struct hoprelay_outcome_counts c;
+    hoprelay_producer_outcomes(p_, &c, sizeof c);
+    return c;
+  }
   struct hoprelay_producer_stats stats() const {
     struct hoprelay_producer_stats s;
     hoprelay_producer_stats(p_, &s);

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_STAGE_ABI_MAJOR 1
-#define HOPRELAY_STAGE_ABI_MINOR 1
+#define HOPRELAY_STAGE_ABI_MINOR 2
 #define HOPRELAY_STAGE_ENTRY_SYMBOL "hoprelay_stage_entry"
 
 /* What a stage decides for one message. */
@@ -98,6 +98,12 @@ typedef struct hoprelay_stage_descriptor {
   /* Since minor 1; read only when struct_size covers it (a minor-0 stage has none):
    * HOPRELAY_STAGE_* capability bits. */
   uint32_t caps;
+  /* Since minor 2; read only when struct_size covers it, and may be NULL: why the last call of
+   * `process` said ERROR (or DROP), in a few words for an operator ("message leaves no room
+   * for the 4-byte trailer"), or NULL. The node reports it to the producer with the drop
+   * (cut to 96 bytes), so it must not name anything secret. Called right after that
+   * `process`; the string must stay valid until the next call on the instance. */
+  const char* (*last_error)(void* self);
 } hoprelay_stage_descriptor;
 
 /* The stage can take a large message chunk by chunk (see the rules above): the node then

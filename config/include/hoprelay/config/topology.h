@@ -24,6 +24,7 @@ struct Diagnostic {
   std::string file;
   SourcePos pos;
   std::string message;
+  bool warning = false;  // "warning:" instead of "error:": the file loads, but mind this
   std::string format() const;
 };
 
@@ -130,6 +131,9 @@ struct Topology {
   // whose stage needs whole messages holds all of one message's chunks in one link's ring
   // (as do the nodes before it, until it acknowledges them), so it must fit every ring.
   uint64_t max_message() const;
+  // What loads but will drop messages the geometry lets in: a crc32c stamp at a node whose
+  // slots are no larger than what its upstream (or, at a head, a producer) fills.
+  std::vector<Diagnostic> warnings() const;
 };
 
 // Which nodes' stage plugins validation loads (dlopen) to check them and their parameters:

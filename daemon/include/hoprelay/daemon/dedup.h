@@ -31,12 +31,16 @@ class DedupTable {
   // message is recorded at its last chunk, and each chunk asks whether it passed already.
   bool seen(uint32_t origin, uint64_t seq);
   size_t origins() const { return windows_.size(); }
+  // One past the highest sequence number taken from `origin` (0: none, or forgotten): where a
+  // restarted producer of that origin resumes.
+  uint64_t next_seq(uint32_t origin) const;
 
  private:
   struct Window {
     uint64_t base = 0;           // bits cover [base, base + kWindow); base % 64 == 0
     std::vector<uint64_t> bits;  // kWindow / 64 words, a ring indexed by (seq / 64) % size
     uint64_t last_use = 0;
+    uint64_t next = 0;  // one past the highest seq taken
   };
   Window& window_for(uint32_t origin, uint64_t seq);
   void evict_oldest();

@@ -32,6 +32,8 @@ struct PeerMetrics {
   std::array<HotCounters::Ref, 3> messages{};
   std::array<HotCounters::Ref, 3> bytes{};
   prometheus::Gauge* up = nullptr;
+  // Outbound: messages the peer acknowledged as given up there or below it (its outcomes).
+  HotCounters::Ref dropped_below{};
 };
 
 class NodeMetrics {
@@ -70,6 +72,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* rx_bytes_;
   prometheus::Family<prometheus::Counter>* tx_messages_;
   prometheus::Family<prometheus::Counter>* tx_bytes_;
+  prometheus::Family<prometheus::Counter>* dropped_below_;
   prometheus::Family<prometheus::Gauge>* link_up_;
   prometheus::Family<prometheus::Counter>* stage_;
   prometheus::Family<prometheus::Counter>* dropped_;

@@ -91,6 +91,9 @@ class Node final : public transport::LinkEvents {
   void on_outbound_up(transport::OutboundLink& link) override;
   void on_outbound_down(transport::OutboundLink& link, std::string_view reason) override;
   void on_acked(transport::OutboundLink& link, void* cookie) override;
+  void on_outcome(transport::OutboundLink& link, void* cookie,
+                  const transport::Outcome& outcome) override;
+  uint64_t resume_seq(const transport::PeerInfo& peer) override;
   void on_returned(transport::OutboundLink& link, void* cookie) override;
   void on_credit(transport::OutboundLink& link) override;
   void on_completion_error(std::string_view status) override;
@@ -143,12 +146,25 @@ class Node final : public transport::LinkEvents {
   // Runs the stage on one message (or chunk), counts its verdict, and times one in
   // kStageSample. A FORWARD that grew the message past its capacity is an ERROR.
   // `from`: the link the message came on (the drop warning names it).
-  hoprelay_verdict run_stage(hoprelay_msg& msg, const transport::InboundLink* from);
+  // `slot`: where the outcome of a drop is recorded (the message's slot, or one of its chunks').
+  hoprelay_verdict run_stage(hoprelay_msg& msg, const transport::InboundLink* from,
+                             transport::Slot& slot);
   // A message given up: the warning (rate-limited, drop_log.h); the caller counts it.
   void warn_drop(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
                  uint64_t seq, uint64_t count = 1) {
     drops_.note(reason, peer, why, origin, seq, loop_.now_ns(), count);
   }
+  // A message given up here: its outcome (what goes upstream with its acknowledgement) gets a
+  // record naming this node, `reason` and `detail`. `branch`: given up for one of the
+  // branches it was routed to (the others may still deliver it).
+  void record_drop(transport::Slot& slot, transport::DropReason reason, std::string_view detail,
+                   bool branch);
+  transport::Outcome& outcome_of(transport::Slot& slot);
+  // Gives a slot back to its link with its outcome (null: delivered), and the outcome back
+  // to the pool.
+  void release_to(transport::InboundLink& link, transport::Slot& slot);
+  // The words of a stage's verdict, for the producer: "crc32c: message leaves no room ...".
+  std::string_view stage_detail(hoprelay_verdict verdict, bool grew);
   static std::string_view peer_of(const transport::InboundLink* link) {
     return link ? std::string_view(link->peer().name) : std::string_view();
   }
@@ -210,6 +226,11 @@ class Node final : public transport::LinkEvents {
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
   DropLog drops_;
+  // Outcomes of messages given up here or below (Slot::outcome). A free list that grows to the
+  // most held at once (at most one per slot): a drop allocates only until then.
+  std::vector<std::unique_ptr<transport::Outcome>> outcome_store_;
+  std::vector<transport::Outcome*> free_outcomes_;
+  std::string detail_;  // stage_detail()'s text
   PartialTable partials_;
   std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
   // Abort frames the node itself sends (send_abort): a few header-only slots of its own.

@@ -40,6 +40,8 @@ class StageType {
   std::vector<std::string_view> param_keys() const;
   // HOPRELAY_STAGE_* bits (0 for a stage built against ABI minor 0).
   uint32_t caps() const;
+  // The descriptor's last_error (null before ABI minor 2, or when the stage has none).
+  const char* (*last_error() const)(void*);
 
  private:
   const hoprelay_stage_descriptor* descriptor_;
@@ -75,6 +77,11 @@ class Stage {
     return type_->descriptor().process(instance_, &msg);
   }
   void flush();
+  // Why the last process() said ERROR or DROP, in the stage's words ("" when it does not say).
+  std::string_view last_error() const {
+    const char* why = last_error_ ? last_error_(instance_) : nullptr;
+    return why ? std::string_view(why) : std::string_view();
+  }
   std::string_view name() const { return type_->name(); }
   // Takes large messages chunk by chunk (HOPRELAY_STAGE_CHUNKS); else the node reassembles.
   bool chunkwise() const { return (type_->caps() & HOPRELAY_STAGE_CHUNKS) != 0; }
@@ -83,6 +90,7 @@ class Stage {
   std::shared_ptr<const StageType> type_;
   std::unique_ptr<std::string> log_name_;  // stable address: the stage's log context
   void* instance_ = nullptr;
+  const char* (*last_error_)(void*) = nullptr;
 };
 
 }  // namespace hoprelay::stages

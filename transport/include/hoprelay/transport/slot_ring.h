@@ -18,6 +18,7 @@ namespace hoprelay::transport {
 
 class InboundLink;
 class MemoryRegion;
+struct Outcome;
 
 // How a frame arrived (metrics label `opcode`): over a TCP stream, by RDMA SEND, or by RDMA
 // WRITE with immediate.
@@ -32,7 +33,11 @@ struct Slot {
   uint32_t length = 0;  // payload bytes (the stage may change it)
   uint32_t origin = 0;
   uint16_t flags = 0;
-  uint16_t refs = 0;  // node bookkeeping: downstream posts not yet acknowledged
+  uint16_t refs = 0;    // node bookkeeping: downstream posts not yet acknowledged
+  uint16_t routes = 0;  // node bookkeeping: branches it was routed to
+  // Node bookkeeping: what became of the message where it was given up (null: delivered so
+  // far); goes upstream when the slot is released.
+  Outcome* outcome = nullptr;
   Opcode opcode = Opcode::kTcp;
   uint64_t seq = 0;
   uint32_t chunk = 0;       // index in its message when it is a chunk (FrameHeader::chunk)

@@ -10,6 +10,9 @@
 //    credit is also an acknowledgement of the oldest unacknowledged frame, in order.
 //  - A frame's memory must stay untouched from post() until on_acked() or on_returned():
 //    transports send from it directly (zero copy).
+//  - A message the receiving node gave up (dropped) is reported with an outcome (outcome.h)
+//    before the credit that acknowledges it: on_outcome(), then on_acked(). An acknowledgement
+//    with no outcome before it means delivered (the common case costs nothing extra).
 //  - When an outbound link drops, every unacknowledged frame comes back through on_returned(),
 //    newest first, for the node to push to the front of its queue and post again once the link
 //    is back: the original order is kept.
@@ -24,6 +27,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/transport/auth.h"
 #include "hoprelay/transport/event_loop.h"
+#include "hoprelay/transport/outcome.h"
 #include "hoprelay/transport/slot_ring.h"
 #include "hoprelay/transport/wire.h"
 
@@ -64,7 +68,9 @@ class InboundLink {
   virtual ~InboundLink() = default;
   const PeerInfo& peer() const { return peer_; }
   // Gives a slot back. Its credit reaches the sender once every older slot is released too.
-  virtual void release(Slot& slot) = 0;
+  // `outcome`: null when the message was delivered, else what became of it (copied: the
+  // sender learns it before the credit).
+  virtual void release(Slot& slot, const Outcome* outcome) = 0;
   // Stops taking new frames from this peer (drain); frames already received stay valid.
   virtual void pause() = 0;
   virtual uint32_t slots_in_use() const = 0;
@@ -98,6 +104,8 @@ class OutboundLink {
   virtual uint32_t in_flight() const = 0;
   // Largest payload the peer's slots take (from its welcome; 0 while down).
   virtual uint32_t max_payload() const = 0;
+  // A producer's link: WelcomeBody::next_seq of the last welcome (where its origin resumes).
+  uint64_t peer_next_seq() const { return peer_next_seq_; }
   // Queues a frame for sending. False, with nothing queued, when down or out of credits.
   virtual bool post(const OutFrame& frame) = 0;
   // Closes on purpose (BYE): unacknowledged frames come back through on_returned().
@@ -110,6 +118,7 @@ class OutboundLink {
                    uint64_t unacknowledged);
 
   std::string peer_name_;
+  uint64_t peer_next_seq_ = 0;
 };
 
 // What the node (or the producer) learns from its links. Called from the event loop.
@@ -118,6 +127,12 @@ class LinkEvents {
   // A peer said hello: admit it (true) or refuse it with a reason sent back and logged.
   virtual bool admit(const PeerInfo& peer, std::string& reason) = 0;
   virtual void on_inbound_up(InboundLink& link) = 0;
+  // For an admitted producer's welcome: one past the highest sequence number taken from its
+  // origin (0: none), where it resumes (WelcomeBody::next_seq).
+  virtual uint64_t resume_seq(const PeerInfo& peer) {
+    (void)peer;
+    return 0;
+  }
   // A frame landed in `slot`. The node must release() the slot eventually.
   virtual void on_message(InboundLink& link, Slot& slot) = 0;
   // The link is gone; slots the node still holds stay valid until released.
@@ -125,6 +140,13 @@ class LinkEvents {
   virtual void on_outbound_up(OutboundLink& link) = 0;
   virtual void on_outbound_down(OutboundLink& link, std::string_view reason) = 0;
   virtual void on_acked(OutboundLink& link, void* cookie) = 0;
+  // The frame `cookie` (posted, not yet acknowledged) was given up downstream: its
+  // acknowledgement follows. Valid only during the call.
+  virtual void on_outcome(OutboundLink& link, void* cookie, const Outcome& outcome) {
+    (void)link;
+    (void)cookie;
+    (void)outcome;
+  }
   virtual void on_returned(OutboundLink& link, void* cookie) = 0;
   // Credits became available (after acks, or when the link came up).
   virtual void on_credit(OutboundLink& link) = 0;

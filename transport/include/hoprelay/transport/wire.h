@@ -19,8 +19,9 @@
 namespace hoprelay::transport {
 
 inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
-// 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk); 3: end of stream (kFlagEnd).
-inline constexpr uint8_t kWireVersion = 3;
+// 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk); 3: end of stream (kFlagEnd);
+// 4: outcomes (kOutcome frames, outcome.h) and the welcome's next_seq.
+inline constexpr uint8_t kWireVersion = 4;
 inline constexpr size_t kFrameHeaderSize = 32;
 // Control frames (hello, welcome, reject) carry at most this many payload bytes.
 inline constexpr uint32_t kMaxControlPayload = 256;
@@ -37,6 +38,9 @@ enum class FrameType : uint8_t {
   // Pre-shared key admission (auth.h), only when the topology names an auth_key_file:
   kChallenge = 7,  // receiver -> sender (TCP): a fresh nonce to answer (kNonceSize bytes)
   kAuth = 8,       // sender -> receiver: client nonce + MAC over the challenge and the hello
+  // receiver -> sender: the message in slot `slot` (origin, seq, chunk) was given up, and
+  // where and why (outcome.h); sent before the credit that acknowledges that slot.
+  kOutcome = 9,
 };
 
 // Header flag bits are the message flags of the stage ABI (HOPRELAY_MSG_*), carried end to end,
@@ -62,8 +66,8 @@ struct FrameHeader {
   uint64_t seq = 0;      // per-origin sequence (data)
   uint32_t credits = 0;  // credit frames: slots released
   uint32_t slot = 0;     // data frames: receiver slot index the frame occupies
-  // Data frames: the index of this chunk in its message (0 for a whole message). On the wire
-  // it takes the place credit frames use for `credits`.
+  // Data and outcome frames: the index of this chunk in its message (0 for a whole message).
+  // On the wire it takes the place credit frames use for `credits`.
   uint32_t chunk = 0;
 };
 
@@ -99,6 +103,10 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
 
 enum class PeerRole : uint8_t { kNode = 1, kProducer = 2 };
 
+// The words a head's refusal of a producer starts with when another producer of the same
+// origin is connected: origins are identities, and the refused producer reports it as such.
+inline constexpr std::string_view kOriginInUse = "origin in use: ";
+
 // HELLO payload: fixed 64 bytes.
 struct HelloBody {
   PeerRole role = PeerRole::kNode;
@@ -117,7 +125,9 @@ struct WelcomeBody {
   uint32_t slots = 0;      // credits granted (the receiver's ring size for this link)
   uint32_t slot_size = 0;  // payload capacity of one slot
   uint64_t topology_hash = 0;
-  uint64_t reserved = 0;
+  // To a producer: one past the highest sequence number the head has taken from its origin
+  // (0: none), where a restarted producer resumes. 0 to a node.
+  uint64_t next_seq = 0;
 };
 inline constexpr uint32_t kWelcomeSize = 24;
 void encode_welcome(const WelcomeBody& w, std::byte* out);
@@ -133,7 +143,7 @@ void encode_cm_hello(const HelloBody& h, std::byte* out);
 bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out);
 
 // CM welcome (40 bytes): version u8 | flags u8 | reserved u8[2] | slots u32 | slot_size u32 |
-//                        rkey u32 | ring_addr u64 | topology_hash u64 | reserved u64
+//                        rkey u32 | ring_addr u64 | topology_hash u64 | next_seq u64
 // With flag kCmAuth the accept carries a challenge instead: 72 bytes, the 40 above with rkey
 // and ring_addr zero, then the receiver's nonce. The ring's address and key follow over the
 // QP, in a WELCOME frame (payload: this 40-byte form, then the receiver's MAC), only once the
@@ -145,7 +155,8 @@ struct CmWelcome {
   uint32_t rkey = 0;
   uint64_t ring_addr = 0;
   uint64_t topology_hash = 0;
-  bool auth = false;  // a challenge: `nonce` is set, rkey and ring_addr are not
+  uint64_t next_seq = 0;  // WelcomeBody::next_seq
+  bool auth = false;      // a challenge: `nonce` is set, rkey and ring_addr are not
   std::array<std::byte, 32> nonce{};
 };
 inline constexpr size_t kCmWelcomeSize = 40;
