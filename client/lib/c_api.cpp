@@ -313,7 +313,8 @@ int hoprelay_consumer_open(const char* topology, const char* node,
                         "node \"" + spec.name + "\" has downstream peers (" + down +
                             "): a consumer runs a leaf node, one without downstream peers");
     }
-    h->impl = std::make_unique<hoprelay::client::Consumer>(t, node);
+    h->impl = std::make_unique<hoprelay::client::Consumer>(
+        t, node, defaults.state_dir ? defaults.state_dir : "");
   } catch (const ClientError& e) {
     return fail(e.status(), e.what());
   } catch (const std::exception& e) {
@@ -330,7 +331,21 @@ int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, i
 
 int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg) {
   if (!msg) return fail(HOPRELAY_EINVAL, "release: msg is null");
-  return call(c, [&](auto& impl) { return impl.release(*msg); });
+  return call(c, [&](auto& impl) { return impl.release(*msg, 0); });
+}
+
+int hoprelay_consumer_release_at(hoprelay_consumer* c, struct hoprelay_message* msg,
+                                 uint64_t app_position) {
+  if (!msg) return fail(HOPRELAY_EINVAL, "release: msg is null");
+  return call(c, [&](auto& impl) { return impl.release(*msg, app_position); });
+}
+
+uint64_t hoprelay_consumer_app_position(const hoprelay_consumer* c) {
+  return c && c->impl ? c->impl->app_position() : 0;
+}
+
+uint64_t hoprelay_consumer_resume_seq(const hoprelay_consumer* c, uint32_t origin) {
+  return c && c->impl ? c->impl->resume_seq(origin) : 0;
 }
 
 int hoprelay_consumer_fd(const hoprelay_consumer* c) {

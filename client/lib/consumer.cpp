@@ -7,8 +7,16 @@
 
 namespace hoprelay::client {
 
-Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node) {
+Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node,
+                   const std::string& state_dir) {
   const config::NodeSpec* spec = topology->find(node);
+  if (!state_dir.empty()) {
+    try {
+      positions_ = std::make_unique<PositionFile>(state_dir);
+    } catch (const std::exception& e) {
+      throw ClientError(HOPRELAY_EUNAVAILABLE, std::string("state_dir: ") + e.what());
+    }
+  }
   try {
     stages::Stage stage(stages::resolve(spec->stage.plugin), spec->name, spec->stage.params);
     node_ = std::make_unique<daemon::Node>(topology, node, loop_, std::move(stage));
@@ -17,6 +25,18 @@ Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::
   }
   node_->set_receiver(this);
   loop_.set_pollable(true);
+  if (positions_) {
+    // Streams that ended before: their end marks again (only them), so an application that
+    // restarts after the end knows it has everything.
+    for (const auto& [origin, seq] : positions_->ended()) {
+      Item& item = take_item();
+      item = Item{};
+      item.origin = origin;
+      item.flags = HOPRELAY_MESSAGE_END;
+      item.seq = seq;
+      ready_.push_back(&item);
+    }
+  }
   try {
     node_->start();
   } catch (const std::exception& e) {
@@ -29,6 +49,13 @@ Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::
 
 Consumer::~Consumer() {
   if (tick_) loop_.cancel(tick_);
+  if (!committing_.empty()) {
+    try {
+      commit();  // a clean close acknowledges what was released
+    } catch (...) {
+      // Not durable, so not acknowledged: it comes again.
+    }
+  }
   loop_.run_once(std::chrono::milliseconds(0));  // the credits of the last releases go out
   // Messages the application still holds are not acknowledged: they come again.
   for (auto& item : items_) item->held = nullptr;
@@ -55,11 +82,22 @@ Consumer::Item& Consumer::take_item() {
 
 void Consumer::on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
                             transport::Slot& held, bool reassembled) {
+  if (positions_ && seq < positions_->next(origin)) {
+    // Taken by the application before (this consumer restarted, or what fed it did): a
+    // replay. Acknowledged, not handed over again.
+    ++skipped_;
+    return node_->release_delivered(held);
+  }
   Item& item = take_item();
   item.origin = origin;
   item.flags = 0;
   item.seq = seq;
   item.held = &held;
+  if (!positions_) {
+    // Acknowledged at once, as before: only a durable position waits to record the end.
+    node_->release_delivered(held);
+    item.held = nullptr;
+  }
   item.length = data.size();
   if (reassembled) {
     // The node's reassembly buffer is reused by the next message: the view needs its own.
@@ -72,12 +110,17 @@ void Consumer::on_delivered(uint32_t origin, uint64_t seq, std::span<const std::
   ready_.push_back(&item);
 }
 
-void Consumer::on_end(uint32_t origin, uint64_t seq) {
+void Consumer::on_end(uint32_t origin, uint64_t seq, transport::Slot& held) {
   Item& item = take_item();
   item.origin = origin;
   item.flags = HOPRELAY_MESSAGE_END;
   item.seq = seq;
-  item.held = nullptr;
+  item.held = &held;
+  if (!positions_) {
+    // Acknowledged at once, as before: only a durable position waits to record the end.
+    node_->release_delivered(held);
+    item.held = nullptr;
+  }
   item.data = nullptr;
   item.length = 0;
   ready_.push_back(&item);
@@ -91,6 +134,7 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   // one go (a daemon's loop iteration batches the same way).
   if (ready_.empty()) loop_.run_once(std::chrono::milliseconds(0));
   while (ready_.empty()) {
+    if (!commit_error_.empty()) return fail(HOPRELAY_EINTERNAL, "state_dir: " + commit_error_);
     auto wait = std::chrono::milliseconds(1000);
     if (timeout_ms >= 0) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
@@ -111,13 +155,34 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   return HOPRELAY_OK;
 }
 
-int Consumer::release(hoprelay_message& msg) {
+int Consumer::release(hoprelay_message& msg, uint64_t app) {
   auto* item = static_cast<Item*>(msg.internal_);
   if (!item || !item->out) {
     return fail(HOPRELAY_ESTATE, "release: not a message from recv, or released already");
   }
   item->out = false;
-  if (item->held) node_->release_delivered(*std::exchange(item->held, nullptr));
+  if (item->held && positions_) {
+    // Acknowledged once durable: one commit for everything released in this loop iteration.
+    if (item->flags & HOPRELAY_MESSAGE_END) {
+      positions_->end(item->origin, item->seq);
+    } else {
+      positions_->take(item->origin, item->seq, app);
+    }
+    committing_.push_back(std::exchange(item->held, nullptr));
+    if (!commit_scheduled_) {
+      commit_scheduled_ = true;
+      loop_.defer([this] {
+        commit_scheduled_ = false;
+        try {
+          commit();
+        } catch (const std::exception& e) {
+          commit_error_ = e.what();
+        }
+      });
+    }
+  } else if (item->held) {
+    node_->release_delivered(*std::exchange(item->held, nullptr));
+  }
   free_.push_back(item);
   msg.internal_ = nullptr;
   msg.data = nullptr;
@@ -126,7 +191,14 @@ int Consumer::release(hoprelay_message& msg) {
 
 int Consumer::process() {
   loop_.run_once(std::chrono::milliseconds(0));
+  if (!commit_error_.empty()) return fail(HOPRELAY_EINTERNAL, "state_dir: " + commit_error_);
   return HOPRELAY_OK;
+}
+
+void Consumer::commit() {
+  positions_->commit();
+  for (transport::Slot* s : committing_) node_->release_delivered(*s);
+  committing_.clear();
 }
 
 }  // namespace hoprelay::client

@@ -13,23 +13,31 @@
 #include "hoprelay/client.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/daemon/ring_queue.h"
+#include "position_file.h"
 
 namespace hoprelay::client {
 
 class Consumer final : public daemon::Receiver {
  public:
-  // Starts the node. Throws ClientError (status.h).
-  Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node);
+  // Starts the node. Throws ClientError (status.h). `state_dir` (may be empty): the durable
+  // position (position_file.h): releases are made durable there before they are acknowledged,
+  // and what it says was taken is not handed to the application again.
+  Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node,
+           const std::string& state_dir);
   ~Consumer();
 
   int recv(hoprelay_message& msg, int timeout_ms);
-  int release(hoprelay_message& msg);
+  // `app`: the application's own position after this message (kept with the durable one).
+  int release(hoprelay_message& msg, uint64_t app);
+  uint64_t resume_seq(uint32_t origin) const { return positions_ ? positions_->next(origin) : 0; }
+  uint64_t app_position() const { return positions_ ? positions_->app() : 0; }
+  uint64_t skipped() const { return skipped_; }
   int process();
   int fd() const { return loop_.fd(); }
 
   void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
                     transport::Slot& held, bool reassembled) override;
-  void on_end(uint32_t origin, uint64_t seq) override;
+  void on_end(uint32_t origin, uint64_t seq, transport::Slot& held) override;
 
  private:
   // A delivered message until the application releases it. Items are reused, and so is a
@@ -40,11 +48,13 @@ class Consumer final : public daemon::Receiver {
     uint64_t seq = 0;
     const std::byte* data = nullptr;
     size_t length = 0;
-    transport::Slot* held = nullptr;  // null for an end mark
+    transport::Slot* held = nullptr;  // null for an end mark from the durable position
     std::vector<std::byte> copy;      // a reassembled message's bytes
     bool out = false;                 // handed to the application, not released
   };
   Item& take_item();
+  // Makes what was released durable, then acknowledges it (position_file.h).
+  void commit();
 
   transport::EventLoop loop_;
   std::unique_ptr<daemon::Node> node_;
@@ -52,6 +62,11 @@ class Consumer final : public daemon::Receiver {
   std::vector<Item*> free_;
   daemon::RingQueue<Item*> ready_;  // delivered, not received yet, in arrival order
   transport::EventLoop::TimerId tick_ = 0;
+  std::unique_ptr<PositionFile> positions_;
+  std::vector<transport::Slot*> committing_;  // released, acknowledged once durable
+  bool commit_scheduled_ = false;
+  std::string commit_error_;  // a commit that failed: every call reports it
+  uint64_t skipped_ = 0;      // taken already (by an earlier run): not handed over again
   void schedule_tick();
 };
 

@@ -112,6 +112,10 @@ int main(int argc, char** argv) {
                    "raw (payloads back to back), lines (a newline after each) or length (a "
                    "4-byte big-endian length before each): as hoprelay send was given")
       ->transform(CLI::CheckedTransformer(framings));
+  recv->add_option("--state-dir", ropts.state_dir,
+                   "Keep a durable position here (with --output): a restarted recv cuts the "
+                   "file back to it and appends, exactly once")
+      ->check(CLI::NonexistentPath | CLI::ExistingDirectory);
   recv->add_option("--count", ropts.count, "Stop after this many messages");
   recv->add_option("--streams", ropts.streams,
                    "Stop once this many producers' streams have ended (default 1)");

@@ -60,25 +60,61 @@ int run_recv(const RecvOptions& o) {
   hoprelay_consumer_options_init(&co);
   co.log = log_line;
   co.log_level = HOPRELAY_CLIENT_LOG_DEBUG;
-  int fd = 1;
-  if (!o.output.empty()) {
-    fd = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      std::fprintf(stderr, "hoprelay recv: cannot write %s: %s\n", o.output.c_str(),
-                   std::strerror(errno));
-      return 1;
-    }
+  const bool durable = !o.state_dir.empty();
+  if (durable && o.output.empty()) {
+    std::fprintf(stderr,
+                 "hoprelay recv: --state-dir needs --output FILE (a file it can cut back "
+                 "to the last durable position when it restarts)\n");
+    return 2;
   }
+  if (durable) co.state_dir = o.state_dir.c_str();
   std::map<uint32_t, Stream> streams;
   uint64_t messages = 0, bytes = 0, ended = 0;
   int exit_code = 0;
+  int fd = 1;
   try {
     Consumer c(o.topology, o.node, &co);
+    if (!o.output.empty()) {
+      // With a durable position the file is kept, cut back to what was recorded: what came
+      // after it was not acknowledged, and comes again.
+      fd = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (durable ? 0 : O_TRUNC), 0644);
+      if (fd < 0) {
+        throw std::runtime_error("cannot write " + o.output + ": " + std::strerror(errno));
+      }
+      if (durable) {
+        const off_t keep = off_t(c.app_position());
+        if (::ftruncate(fd, keep) != 0 || ::lseek(fd, keep, SEEK_SET) != keep) {
+          throw std::runtime_error("cannot cut " + o.output + " back to " + std::to_string(keep) +
+                                   " bytes: " + std::strerror(errno));
+        }
+        if (keep > 0) {
+          spdlog::info("resuming {} at {} bytes (the last durable position in {})", o.output, keep,
+                       o.state_dir);
+        }
+      }
+    }
     Output out(fd);
+    uint64_t written = durable ? c.app_position() : 0;  // the output's length
     const int timeout = o.timeout_s > 0 ? int(o.timeout_s * 1000) : -1;
-    while ((o.count == 0 || messages < o.count) && (o.count != 0 || ended < o.streams)) {
+    // With a durable position, the messages of a batch are held until the output is durable
+    // (one fdatasync per batch), then released with the output's length.
+    std::vector<Message> batch;
+    auto done = [&] { return o.count ? messages >= o.count : ended >= o.streams; };
+    while (!done()) {
       int rc = 0;
-      Message m = c.recv(timeout, &rc);
+      Message m = c.recv(batch.empty() ? timeout : 0, &rc);
+      if (rc == HOPRELAY_EAGAIN && !batch.empty()) {
+        out.flush();
+        if (::fdatasync(fd) != 0) {
+          throw std::runtime_error("cannot make " + o.output +
+                                   " durable (fdatasync): " + std::strerror(errno));
+        }
+        for (Message& held : batch) {
+          if (int r = held.release_at(written)) throw_last(r);
+        }
+        batch.clear();
+        continue;
+      }
       if (rc == HOPRELAY_ETIMEDOUT) {
         std::fprintf(stderr, "hoprelay recv: nothing for %.1f s; giving up\n", o.timeout_s);
         exit_code = 1;
@@ -104,14 +140,24 @@ int run_recv(const RecvOptions& o) {
         uint32_t n = uint32_t(data.size());
         unsigned char len[4] = {uint8_t(n >> 24), uint8_t(n >> 16), uint8_t(n >> 8), uint8_t(n)};
         out.put(len, 4);
+        written += 4;
       }
       out.put(data.data(), data.size());
-      if (o.framing == Framing::kLines) out.put("\n", 1);
+      written += data.size();
+      if (o.framing == Framing::kLines) {
+        out.put("\n", 1);
+        ++written;
+      }
+      if (durable) batch.push_back(std::move(m));
     }
     out.flush();
     if (fd != 1 && ::fsync(fd) != 0 && errno != EINVAL) {
       throw std::runtime_error(std::string("fsync: ") + std::strerror(errno));
     }
+    for (Message& held : batch) {
+      if (int r = held.release_at(written)) throw_last(r);
+    }
+    batch.clear();
   } catch (const Error& e) {
     std::fprintf(stderr, "hoprelay recv: %s\n", e.what());
     return e.status() == HOPRELAY_ECONFIG || e.status() == HOPRELAY_ENODE ? 78 : 1;

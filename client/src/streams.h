@@ -53,6 +53,9 @@ struct RecvOptions {
   uint64_t count = 0;    // stop after this many messages (0: by streams)
   uint64_t streams = 1;  // stop once this many streams have ended whole
   double timeout_s = 0;  // give up after this long without a message (0: never)
+  // The consumer's durable position (libhoprelay's state_dir): the output is made durable,
+  // then the position; on restart the output is cut back to the last recorded position.
+  std::string state_dir;
 };
 int run_recv(const RecvOptions& options);
 

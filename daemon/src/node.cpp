@@ -488,7 +488,8 @@ void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
   slot.arrived_ns = loop_.now_ns();
   if (active_.empty()) {
     if (receiver_) {
-      receiver_->on_end(slot.origin, slot.seq);
+      ++held_;
+      return receiver_->on_end(slot.origin, slot.seq, slot);
     } else {
       log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);
     }

@@ -5,10 +5,11 @@
 // It survives its own crash: every verdict is appended to REPORT.log (one write() before the
 // stage returns, i.e. before the message is acknowledged upstream), and a restarted sink
 // resumes from that log. A message the previous run consumed but had not acknowledged when it
-// died is replayed by the upstream; it is counted as `redelivered` (and dropped), not as a
-// duplicate: duplicates are messages delivered twice within one run, which the node's
-// deduplication must make impossible. The report (REPORT, JSON) is rewritten atomically (temp
-// file + rename) once a second and at shutdown.
+// died is replayed by the upstream; it is counted as `redelivered`, not as a duplicate:
+// duplicates are messages delivered twice within one run, which the node's deduplication must
+// make impossible. Either way the copy is consumed (FORWARD at a leaf): the message itself was
+// delivered, so its outcome upstream is "delivered", not a drop. The report (REPORT, JSON) is
+// rewritten atomically (temp file + rename) once a second and at shutdown.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -97,7 +98,7 @@ class VerifySink {
     }
     Verdict v = apply(Verdict::kReceived, origin, seq, payload.size(), true);
     if (!log(v, origin, seq, payload.size())) return HOPRELAY_ERROR;
-    return v == Verdict::kReceived ? HOPRELAY_FORWARD : HOPRELAY_DROP;
+    return HOPRELAY_FORWARD;  // received, or a copy of what was received (counted above)
   }
 
   void flush() {

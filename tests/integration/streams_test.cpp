@@ -94,6 +94,43 @@ TEST(Streams, OneGiBThroughARelayKilledTwiceArrivesByteEqual) {
   c.p.stop_all();
 }
 
+// Exactly once into a file across the consumer's crashes (docs/client.md, "Exactly once into
+// the application"): `recv --output f --state-dir s` makes the file durable, then its position,
+// then acknowledges; killed with SIGKILL it is cut back to the last position on restart and
+// appends from there. Killed twice alone, then together with the relay before it (whose
+// deduplication dies with it: the window that is at least once without a durable position).
+TEST(Streams, RecvWithAStateDirKilledThreeTimesWritesEachByteOnce) {
+  Chain c;
+  const fs::path in = c.dir / "in.bin", out = c.dir / "out.bin", state = c.dir / "state";
+  constexpr uint64_t kBytes = 512ull << 20;
+  write_random(in, kBytes, 7);
+  const std::vector<std::string> durable{"--state-dir", state.string()};
+  auto recv = c.recv(out, durable);
+  auto send = c.send_stdin(in);
+  for (uint64_t mark : {kBytes / 4, 2 * kBytes / 4, 3 * kBytes / 4}) {
+    ASSERT_TRUE(wait_until([&] { return size_of(out) >= mark; }, 120s))
+        << "stalled at " << size_of(out) << " bytes\n"
+        << recv->output();
+    recv->signal(SIGKILL);
+    recv->wait(5s);
+    if (mark == 3 * kBytes / 4) c.p.crash_and_restart("b", 0ms);  // at the same moment
+    recv = c.recv(out, durable);
+  }
+  ASSERT_EQ(send->wait(180s), 0) << send->output();
+  ASSERT_EQ(recv->wait(60s), 0) << recv->output();
+  EXPECT_EQ(size_of(out), kBytes);
+  EXPECT_TRUE(same_file(in, out));
+  // Started again after the end, it has everything at once: the end mark is part of the
+  // position, and the file stays as it is.
+  Process again({HOPRELAY_BIN, "recv", "--topology", c.p.topology().string(), "--node", "c",
+                 "--output", out.string(), "--timeout", "30", "--state-dir", state.string()},
+                c.dir / "again.log");
+  EXPECT_EQ(again.wait(30s), 0) << again.output();
+  EXPECT_NE(again.output().find("0 messages"), std::string::npos) << again.output();
+  EXPECT_TRUE(same_file(in, out));
+  c.p.stop_all();
+}
+
 // Records of random lengths, 0 bytes to more than a slot (16 KiB: chunks), one per message.
 TEST(Streams, LinesAndLengthFramingArriveRecordForRecord) {
   Chain c;

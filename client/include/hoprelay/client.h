@@ -256,6 +256,14 @@ struct hoprelay_consumer_options {
   hoprelay_log_fn log;
   void* log_user;
   int log_level;
+  /* Since 1.1: a directory for the consumer's durable position (null: none). Per origin, what
+   * the application released is recorded there and made durable (fdatasync) before it is
+   * acknowledged upstream; a consumer opened again on the same directory does not hand over
+   * what was released before, whatever else restarted meanwhile: exactly once into the
+   * application, across its crashes, for what it makes durable itself before releasing
+   * (docs/client.md, "Exactly once into the application"). The directory is created if
+   * missing. */
+  const char* state_dir;
 };
 
 static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_options* o) {
@@ -264,7 +272,8 @@ static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_optio
                                         HOPRELAY_CLIENT_VERSION_MINOR,
                                         0,
                                         0,
-                                        HOPRELAY_CLIENT_LOG_INFO};
+                                        HOPRELAY_CLIENT_LOG_INFO,
+                                        0};
   *o = d;
 }
 
@@ -295,8 +304,20 @@ int hoprelay_consumer_open(const char* topology, const char* node,
  * (to whoever runs the node next) if this process ends. Many may be held at once, up to the
  * node's slots: then the upstream waits (backpressure). */
 int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms);
-/* Gives a message back (acknowledged upstream, in order). Its data must not be read after. */
+/* Gives a message back (acknowledged upstream, in order). Its data must not be read after.
+ * With a state_dir, the acknowledgement waits until the release is durable (one fdatasync for
+ * all releases of one round of the library's work, inside a later call). */
 int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg);
+/* Since 1.1: release, and keep `app_position` (the application's own: an output file's length
+ * after this message, a database's transaction id...) with the durable position, to be read
+ * back with hoprelay_consumer_app_position() after a restart. Without a state_dir: release. */
+int hoprelay_consumer_release_at(hoprelay_consumer* c, struct hoprelay_message* msg,
+                                 uint64_t app_position);
+/* Since 1.1: with a state_dir, the app_position of the last durable release (0: none), and
+ * one past the highest sequence number of `origin` taken (0: none). Read at start: an
+ * application that writes a file truncates it to app_position and appends from there. */
+uint64_t hoprelay_consumer_app_position(const hoprelay_consumer* c);
+uint64_t hoprelay_consumer_resume_seq(const hoprelay_consumer* c, uint32_t origin);
 
 int hoprelay_consumer_fd(const hoprelay_consumer* c);
 int hoprelay_consumer_process(hoprelay_consumer* c);

@@ -123,6 +123,11 @@ class Message {
   void release() {
     if (c_) hoprelay_consumer_release(std::exchange(c_, nullptr), &m_);
   }
+  // Release with the application's own position (a state_dir consumer keeps it, durable).
+  int release_at(uint64_t app_position) {
+    return c_ ? hoprelay_consumer_release_at(std::exchange(c_, nullptr), &m_, app_position)
+              : HOPRELAY_OK;
+  }
 
  private:
   friend class Consumer;
@@ -160,6 +165,8 @@ class Consumer {
   }
   int fd() const { return hoprelay_consumer_fd(c_); }
   int process() { return hoprelay_consumer_process(c_); }
+  uint64_t app_position() const { return hoprelay_consumer_app_position(c_); }
+  uint64_t resume_seq(uint32_t origin) const { return hoprelay_consumer_resume_seq(c_, origin); }
   hoprelay_consumer* get() const { return c_; }
 
  private:

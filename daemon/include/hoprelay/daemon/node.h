@@ -36,8 +36,10 @@ class Receiver {
   // during the call (the message's chunks are in its slots, but not side by side).
   virtual void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
                             transport::Slot& held, bool reassembled) = 0;
-  // The producer of `origin` ended its stream after the messages before `seq`.
-  virtual void on_end(uint32_t origin, uint64_t seq) = 0;
+  // The producer of `origin` ended its stream after the messages before `seq`. The mark is
+  // held in `held`, unacknowledged, until released like a message (so an application that
+  // records where streams ended can make that durable first).
+  virtual void on_end(uint32_t origin, uint64_t seq, transport::Slot& held) = 0;
 
  protected:
   ~Receiver() = default;

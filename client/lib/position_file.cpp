@@ -1,0 +1,135 @@
+#include "position_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "hoprelay/stages/pattern.h"
+#include "hoprelay/transport/wire.h"
+
+namespace hoprelay::client {
+namespace {
+
+// Slot layout (little-endian): magic[8] | generation u64 | app u64 | count u32 | crc u32 |
+// count x (origin u32 | flags u32 (1: the stream ended at next) | next u64). The CRC32C covers the
+// slot from byte 0 to the end of the entries, with the crc field taken as 0.
+constexpr char kMagic[8] = {'H', 'R', 'P', 'O', 'S', '1', 0, 0};
+constexpr size_t kHeader = 32;
+constexpr size_t kEntry = 16;
+
+std::runtime_error sys_error(const std::string& what, const std::string& path) {
+  return std::runtime_error(what + " " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
+  if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) throw sys_error("cannot create", dir);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (fd_ < 0) throw sys_error("cannot open", path_);
+  buf_.resize(kSlotBytes);
+  uint64_t best = 0;
+  bool found = false;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::byte> slot(kSlotBytes);
+    ssize_t n = ::pread(fd_, slot.data(), kSlotBytes, off_t(i) * off_t(kSlotBytes));
+    if (n < 0) throw sys_error("cannot read", path_);
+    if (size_t(n) < kHeader) continue;
+    uint64_t generation = 0;
+    auto saved = next_;
+    uint64_t saved_app = app_;
+    if (load_slot(slot, generation) && (!found || generation > best)) {
+      best = generation;
+      found = true;
+    } else {
+      next_ = std::move(saved);
+      app_ = saved_app;
+    }
+  }
+  generation_ = best;
+}
+
+PositionFile::~PositionFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool PositionFile::load_slot(const std::vector<std::byte>& slot, uint64_t& generation) {
+  if (std::memcmp(slot.data(), kMagic, sizeof kMagic) != 0) return false;
+  generation = transport::load_le<uint64_t>(slot.data() + 8);
+  const uint64_t app = transport::load_le<uint64_t>(slot.data() + 16);
+  const uint32_t count = transport::load_le<uint32_t>(slot.data() + 24);
+  const uint32_t crc = transport::load_le<uint32_t>(slot.data() + 28);
+  if (count > kMaxOrigins) return false;
+  std::vector<std::byte> check(slot.begin(), slot.begin() + long(kHeader + count * kEntry));
+  transport::store_le<uint32_t>(check.data() + 28, 0);
+  if (stages::crc32c(check) != crc) return false;  // torn or damaged: the other slot counts
+  std::unordered_map<uint32_t, Entry> next;
+  for (uint32_t i = 0; i < count; ++i) {
+    const std::byte* e = slot.data() + kHeader + i * kEntry;
+    const uint32_t flags = transport::load_le<uint32_t>(e + 4);
+    if (flags > 1) return false;
+    next[transport::load_le<uint32_t>(e)] = {transport::load_le<uint64_t>(e + 8), flags == 1};
+  }
+  next_ = std::move(next);
+  app_ = app;
+  return true;
+}
+
+void PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {
+  Entry& n = next_[origin];
+  n.next = std::max(n.next, seq + 1);
+  n.ended = false;
+  app_ = app;
+  dirty_ = true;
+}
+
+void PositionFile::end(uint32_t origin, uint64_t seq) {
+  Entry& n = next_[origin];
+  n.next = std::max(n.next, seq);
+  n.ended = true;
+  dirty_ = true;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> PositionFile::ended() const {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  for (const auto& [origin, e] : next_) {
+    if (e.ended) out.emplace_back(origin, e.next);
+  }
+  return out;
+}
+
+void PositionFile::commit() {
+  if (!dirty_) return;
+  if (next_.size() > kMaxOrigins) {
+    throw std::runtime_error("more than " + std::to_string(kMaxOrigins) +
+                             " origins for one consumer position: " + path_);
+  }
+  const uint64_t generation = generation_ + 1;
+  std::fill(buf_.begin(), buf_.end(), std::byte{0});
+  std::memcpy(buf_.data(), kMagic, sizeof kMagic);
+  transport::store_le<uint64_t>(buf_.data() + 8, generation);
+  transport::store_le<uint64_t>(buf_.data() + 16, app_);
+  transport::store_le<uint32_t>(buf_.data() + 24, static_cast<uint32_t>(next_.size()));
+  size_t at = kHeader;
+  for (const auto& [origin, e] : next_) {
+    transport::store_le<uint32_t>(buf_.data() + at, origin);
+    transport::store_le<uint32_t>(buf_.data() + at + 4, e.ended ? 1 : 0);
+    transport::store_le<uint64_t>(buf_.data() + at + 8, e.next);
+    at += kEntry;
+  }
+  transport::store_le<uint32_t>(buf_.data() + 28, stages::crc32c(std::span(buf_).first(at)));
+  const off_t where = off_t(generation % 2) * off_t(kSlotBytes);
+  if (::pwrite(fd_, buf_.data(), kSlotBytes, where) != ssize_t(kSlotBytes)) {
+    throw sys_error("cannot write", path_);
+  }
+  if (::fdatasync(fd_) != 0) throw sys_error("cannot make durable (fdatasync)", path_);
+  generation_ = generation;
+  dirty_ = false;
+}
+
+}  // namespace hoprelay::client
