@@ -12,7 +12,7 @@ Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::
   const config::NodeSpec* spec = topology->find(node);
   if (!state_dir.empty()) {
     try {
-      positions_ = std::make_unique<PositionFile>(state_dir);
+      positions_ = std::make_unique<stages::PositionFile>(state_dir);
     } catch (const std::exception& e) {
       throw ClientError(HOPRELAY_EUNAVAILABLE, std::string("state_dir: ") + e.what());
     }
@@ -92,12 +92,9 @@ void Consumer::on_delivered(uint32_t origin, uint64_t seq, std::span<const std::
   item.origin = origin;
   item.flags = 0;
   item.seq = seq;
+  // The slot stays held, unacknowledged, until the application releases the message: its
+  // bytes are the slot's (zero copy), and the upstream replays them if this process dies.
   item.held = &held;
-  if (!positions_) {
-    // Acknowledged at once, as before: only a durable position waits to record the end.
-    node_->release_delivered(held);
-    item.held = nullptr;
-  }
   item.length = data.size();
   if (reassembled) {
     // The node's reassembly buffer is reused by the next message: the view needs its own.
@@ -117,7 +114,7 @@ void Consumer::on_end(uint32_t origin, uint64_t seq, transport::Slot& held) {
   item.seq = seq;
   item.held = &held;
   if (!positions_) {
-    // Acknowledged at once, as before: only a durable position waits to record the end.
+    // No bytes to read and no position to record it in: acknowledged at once.
     node_->release_delivered(held);
     item.held = nullptr;
   }

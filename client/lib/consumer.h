@@ -13,15 +13,15 @@
 #include "hoprelay/client.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/daemon/ring_queue.h"
-#include "position_file.h"
+#include "hoprelay/stages/position_file.h"
 
 namespace hoprelay::client {
 
 class Consumer final : public daemon::Receiver {
  public:
   // Starts the node. Throws ClientError (status.h). `state_dir` (may be empty): the durable
-  // position (position_file.h): releases are made durable there before they are acknowledged,
-  // and what it says was taken is not handed to the application again.
+  // position (stages/position_file.h): releases are made durable there before they are
+  // acknowledged, and what it says was taken is not handed to the application again.
   Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node,
            const std::string& state_dir);
   ~Consumer();
@@ -53,7 +53,7 @@ class Consumer final : public daemon::Receiver {
     bool out = false;                 // handed to the application, not released
   };
   Item& take_item();
-  // Makes what was released durable, then acknowledges it (position_file.h).
+  // Makes what was released durable, then acknowledges it (stages/position_file.h).
   void commit();
 
   transport::EventLoop loop_;
@@ -62,7 +62,7 @@ class Consumer final : public daemon::Receiver {
   std::vector<Item*> free_;
   daemon::RingQueue<Item*> ready_;  // delivered, not received yet, in arrival order
   transport::EventLoop::TimerId tick_ = 0;
-  std::unique_ptr<PositionFile> positions_;
+  std::unique_ptr<stages::PositionFile> positions_;
   std::vector<transport::Slot*> committing_;  // released, acknowledged once durable
   bool commit_scheduled_ = false;
   std::string commit_error_;  // a commit that failed: every call reports it

@@ -313,6 +313,8 @@ def run(topology, directory, metrics):
         check("recv(timeout=0) after the end raises Timeout", expect_error,
               lambda: consumer.recv(timeout=0), hoprelay.EAGAIN, "", hoprelay.Timeout)
         check("a closed producer raises ClosedError, not a crash", closed_producer, producer)
+        check("held messages keep their slots: 32 held, the 33rd waits; bytes intact",
+              hold_all_slots, consumer, topology)
         check("log callbacks were called", lambda: expect(
             producer_log and all(isinstance(line, str) for _, line in producer_log),
             "producer log lines: %r" % producer_log[:3]))
@@ -367,6 +369,43 @@ def receive_end(consumer, origin, seq):
         expect(msg.seq == seq, "end mark seq %d, expected %d" % (msg.seq, seq))
         expect(msg.origin == origin, "end mark origin %d, expected %d" % (msg.origin, origin))
         expect(len(msg.data) == 0, "end mark with %d bytes" % len(msg.data))
+
+
+def hold_all_slots(consumer, topology):
+    """c has 32 slots per inbound link, and each node holds a message until the next one
+    acknowledges it: with all 32 held by the application (zero copy, unreleased), nothing more
+    arrives (the producer waits for credits), and what is held is not overwritten."""
+    payloads = [bytes([i]) * 1000 + i.to_bytes(4, "little") for i in range(40)]
+    report = {}
+
+    def send_all():
+        try:
+            with hoprelay.Producer(topology, "a", connect_timeout=10) as producer:
+                for payload in payloads:
+                    producer.send(payload, timeout=3 * RECV_TIMEOUT)
+                producer.close(timeout=RECV_TIMEOUT)
+            report["done"] = True
+        except BaseException as e:  # noqa: BLE001 - reported below
+            report["error"] = "".join(traceback.format_exception(e))
+
+    thread = threading.Thread(target=send_all, daemon=True)
+    thread.start()
+    held = [consumer.recv(timeout=RECV_TIMEOUT) for _ in range(32)]
+    try:
+        consumer.recv(timeout=1.0)
+        raise AssertionError("a 33rd message arrived while all 32 slots were held")
+    except hoprelay.Timeout:
+        pass
+    for i, msg in enumerate(held):
+        expect(bytes(msg.data) == payloads[i], "held message %d was overwritten" % i)
+        msg.release()
+    for i in range(32, 40):
+        with consumer.recv(timeout=RECV_TIMEOUT) as msg:
+            expect(bytes(msg.data) == payloads[i], "message %d differs" % i)
+    with consumer.recv(timeout=RECV_TIMEOUT) as msg:
+        expect(msg.end, "no end mark after the 40")
+    thread.join(RECV_TIMEOUT)
+    expect(report.get("done"), "the producer: %s" % report.get("error", "still running"))
 
 
 def producer_done(thread, report):

@@ -1,10 +1,11 @@
-// A consumer's durable position (docs/client.md, "Exactly once into the application"): per
-// origin, one past the highest sequence number the application has taken, and one number of
-// the application's own (hoprelay recv: the length of its output file at that point).
+// A durable position (docs/client.md, "Exactly once into the application"): per origin, one
+// past the highest sequence number taken, and one number of the taker's own (the length of
+// its output file at that point). Two takers keep one: libhoprelay's consumer, for the
+// application behind it, and the file-sink stage (stages.md, state_dir).
 //
-// The consumer records what the application released, makes it durable (commit: one write
-// and one fdatasync) and only then lets the acknowledgements go upstream. A restarted
-// consumer loads it and drops what was taken already, whatever else restarted with it.
+// The taker records what it took, makes it durable (commit: one write and one fdatasync) and
+// only then lets the acknowledgements go upstream. Restarted, it loads the position and drops
+// what was taken already, whatever else restarted with it.
 //
 // On disk: two fixed slots written in turn, each with a generation and a CRC32C, so a commit
 // torn by a power loss leaves the previous one readable.
@@ -15,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace hoprelay::client {
+namespace hoprelay::stages {
 
 class PositionFile {
  public:
@@ -41,8 +42,10 @@ class PositionFile {
   // The origins whose stream ended, with the end mark's seq.
   std::vector<std::pair<uint32_t, uint64_t>> ended() const;
   bool dirty() const { return dirty_; }
-  // Writes and fdatasyncs what was taken since the last commit. Throws std::runtime_error.
-  void commit();
+  // Writes what was taken since the last commit and, with `sync`, fdatasyncs it. Without, it
+  // survives a crash of the process (the kernel has it) but not a power loss until the next
+  // synced commit. Throws std::runtime_error.
+  void commit(bool sync = true);
 
   static constexpr size_t kSlotBytes = 32 * 1024;
   static constexpr size_t kMaxOrigins = (kSlotBytes - 32) / 16;
@@ -61,6 +64,7 @@ class PositionFile {
   };
   std::unordered_map<uint32_t, Entry> next_;
   std::vector<std::byte> buf_;  // one slot, reused by every commit
+  bool synced_ = true;          // the last write was made durable
 };
 
-}  // namespace hoprelay::client
+}  // namespace hoprelay::stages

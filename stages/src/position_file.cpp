@@ -1,4 +1,4 @@
-#include "position_file.h"
+#include "hoprelay/stages/position_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,10 +10,20 @@
 #include <stdexcept>
 
 #include "hoprelay/stages/pattern.h"
-#include "hoprelay/transport/wire.h"
 
-namespace hoprelay::client {
+namespace hoprelay::stages {
 namespace {
+
+template <class T>
+T load_le(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));  // little-endian hosts (x86, ARM), as the wire format
+  return v;
+}
+template <class T>
+void store_le(std::byte* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
 
 // Slot layout (little-endian): magic[8] | generation u64 | app u64 | count u32 | crc u32 |
 // count x (origin u32 | flags u32 (1: the stream ended at next) | next u64). The CRC32C covers the
@@ -60,20 +70,20 @@ PositionFile::~PositionFile() {
 
 bool PositionFile::load_slot(const std::vector<std::byte>& slot, uint64_t& generation) {
   if (std::memcmp(slot.data(), kMagic, sizeof kMagic) != 0) return false;
-  generation = transport::load_le<uint64_t>(slot.data() + 8);
-  const uint64_t app = transport::load_le<uint64_t>(slot.data() + 16);
-  const uint32_t count = transport::load_le<uint32_t>(slot.data() + 24);
-  const uint32_t crc = transport::load_le<uint32_t>(slot.data() + 28);
+  generation = load_le<uint64_t>(slot.data() + 8);
+  const uint64_t app = load_le<uint64_t>(slot.data() + 16);
+  const uint32_t count = load_le<uint32_t>(slot.data() + 24);
+  const uint32_t crc = load_le<uint32_t>(slot.data() + 28);
   if (count > kMaxOrigins) return false;
   std::vector<std::byte> check(slot.begin(), slot.begin() + long(kHeader + count * kEntry));
-  transport::store_le<uint32_t>(check.data() + 28, 0);
-  if (stages::crc32c(check) != crc) return false;  // torn or damaged: the other slot counts
+  store_le<uint32_t>(check.data() + 28, 0);
+  if (crc32c(check) != crc) return false;  // torn or damaged: the other slot counts
   std::unordered_map<uint32_t, Entry> next;
   for (uint32_t i = 0; i < count; ++i) {
     const std::byte* e = slot.data() + kHeader + i * kEntry;
-    const uint32_t flags = transport::load_le<uint32_t>(e + 4);
+    const uint32_t flags = load_le<uint32_t>(e + 4);
     if (flags > 1) return false;
-    next[transport::load_le<uint32_t>(e)] = {transport::load_le<uint64_t>(e + 8), flags == 1};
+    next[load_le<uint32_t>(e)] = {load_le<uint64_t>(e + 8), flags == 1};
   }
   next_ = std::move(next);
   app_ = app;
@@ -103,33 +113,43 @@ std::vector<std::pair<uint32_t, uint64_t>> PositionFile::ended() const {
   return out;
 }
 
-void PositionFile::commit() {
-  if (!dirty_) return;
+void PositionFile::commit(bool sync) {
+  if (!dirty_) {
+    if (sync && !synced_) {
+      if (::fdatasync(fd_) != 0) throw sys_error("cannot make durable (fdatasync)", path_);
+      synced_ = true;
+    }
+    return;
+  }
   if (next_.size() > kMaxOrigins) {
     throw std::runtime_error("more than " + std::to_string(kMaxOrigins) +
-                             " origins for one consumer position: " + path_);
+                             " origins for one position: " + path_);
   }
   const uint64_t generation = generation_ + 1;
-  std::fill(buf_.begin(), buf_.end(), std::byte{0});
   std::memcpy(buf_.data(), kMagic, sizeof kMagic);
-  transport::store_le<uint64_t>(buf_.data() + 8, generation);
-  transport::store_le<uint64_t>(buf_.data() + 16, app_);
-  transport::store_le<uint32_t>(buf_.data() + 24, static_cast<uint32_t>(next_.size()));
+  store_le<uint64_t>(buf_.data() + 8, generation);
+  store_le<uint64_t>(buf_.data() + 16, app_);
+  store_le<uint32_t>(buf_.data() + 24, static_cast<uint32_t>(next_.size()));
+  store_le<uint32_t>(buf_.data() + 28, 0);
   size_t at = kHeader;
   for (const auto& [origin, e] : next_) {
-    transport::store_le<uint32_t>(buf_.data() + at, origin);
-    transport::store_le<uint32_t>(buf_.data() + at + 4, e.ended ? 1 : 0);
-    transport::store_le<uint64_t>(buf_.data() + at + 8, e.next);
+    store_le<uint32_t>(buf_.data() + at, origin);
+    store_le<uint32_t>(buf_.data() + at + 4, e.ended ? 1 : 0);
+    store_le<uint64_t>(buf_.data() + at + 8, e.next);
     at += kEntry;
   }
-  transport::store_le<uint32_t>(buf_.data() + 28, stages::crc32c(std::span(buf_).first(at)));
+  store_le<uint32_t>(buf_.data() + 28, crc32c(std::span(buf_).first(at)));
+  // Only the bytes the CRC covers: what lies beyond them in the slot is never read. A
+  // file-sink commits once per message, so this is one small write, not the slot.
   const off_t where = off_t(generation % 2) * off_t(kSlotBytes);
-  if (::pwrite(fd_, buf_.data(), kSlotBytes, where) != ssize_t(kSlotBytes)) {
-    throw sys_error("cannot write", path_);
+  if (::pwrite(fd_, buf_.data(), at, where) != ssize_t(at)) throw sys_error("cannot write", path_);
+  synced_ = false;
+  if (sync) {
+    if (::fdatasync(fd_) != 0) throw sys_error("cannot make durable (fdatasync)", path_);
+    synced_ = true;
   }
-  if (::fdatasync(fd_) != 0) throw sys_error("cannot make durable (fdatasync)", path_);
   generation_ = generation;
   dirty_ = false;
 }
 
-}  // namespace hoprelay::client
+}  // namespace hoprelay::stages
