@@ -20,6 +20,7 @@ test_pkgs=(
   clang libclang-rt-14-dev
   prometheus  # the server and promtool, for tests/integration/prometheus_test.cpp
   netcat-openbsd  # bench/client.sh: the plain TCP pipe the stream is compared with
+  e2fsprogs  # mkfs.ext4: each cluster guest's own disk (tests/cluster)
 )
 
 want=("${build_pkgs[@]}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, checks formatting and runs every test through ctest: unit
-# tests, integration tests (real daemons on loopback) and the verbs suite on Soft-RoCE in a VM.
+# tests, integration tests (real daemons on loopback), the verbs suite on Soft-RoCE in a VM and
+# the cluster suite (four VMs with systemd, the package and Prometheus: tests/cluster).
 # Then the unit and integration tests again under ASan + UBSan (build-asan), and the libFuzzer
 # targets for a bounded time (scripts/fuzz.sh, build-fuzz). docs/security.md has the details.
 set -euo pipefail
@@ -31,6 +32,7 @@ fi
 # as well (GCC's UBSan ignores log_path: it reports on stderr and exits 1). The Soft-RoCE suite
 # is left out: sanitized, the emulated VM takes ~3 min instead of ~1, and the suite's fixed
 # start-up waits are too short for sanitized daemons (docs/security.md, "Fuzzing and sanitizers").
+# So is the cluster suite (tests/cluster): it runs the packaged, unsanitized build.
 echo "== unit and integration tests under ASan + UBSan"
 BUILD_DIR=build-asan ./scripts/build.sh -DHOPRELAY_SANITIZE=ON
 reports=$PWD/build-asan/sanitizer-reports
@@ -41,7 +43,7 @@ asan_ok=1
   cd build-asan
   export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$reports/asan"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  ctest -j2 --output-on-failure --timeout 1000 -E '^(rxe|python)\.'
+  ctest -j2 --output-on-failure --timeout 1000 -E '^(rxe|python|cluster)\.'
 ) || asan_ok=0
 if compgen -G "$reports/*" >/dev/null; then
   for f in "$reports"/*; do

@@ -10,6 +10,9 @@ BUILD=$(cd "${1:?usage: test_deb.sh BUILD_DIR}" && pwd -P)
 fail() { echo "test_deb: FAIL: $*" >&2; exit 1; }
 
 cd "$BUILD"
+# The cluster suite builds the packages in this directory too: one at a time.
+exec 9>"$BUILD/.cpack.lock"
+flock -w 600 9 || fail "timed out waiting for $BUILD/.cpack.lock"
 rm -f ./*.deb
 cpack -G DEB >cpack.log 2>&1 || { cat cpack.log; fail "cpack -G DEB failed"; }
 deb=$(ls hoprelay_*.deb)
