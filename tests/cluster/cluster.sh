@@ -443,7 +443,11 @@ echo "cluster: 4 guests up after $((SECONDS - t0)) s"
 # userspace), and apt's resolver costs a minute per guest under TCG. The package's own
 # maintainer scripts (the hoprelay user, systemd's daemon-reload) run in each guest.
 for h in "${HOSTS[@]}"; do
-  gstart "$h" "dpkg -i $W/pkg/hoprelay_*_amd64.deb $W/pkg/libhoprelay1_*_amd64.deb"
+  # Through the guest's control share: the build directory may be under /tmp, which is the
+  # guest's own.
+  mkdir -p "$W/$h/ctl/pkg"
+  cp "$W"/pkg/hoprelay_*_amd64.deb "$W"/pkg/libhoprelay1_*_amd64.deb "$W/$h/ctl/pkg/"
+  gstart "$h" "dpkg -i /run/cluster/pkg/hoprelay_*_amd64.deb /run/cluster/pkg/libhoprelay1_*_amd64.deb"
   eval "install_$h=$GID"
 done
 for h in "${HOSTS[@]}"; do
