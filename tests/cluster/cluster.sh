@@ -430,7 +430,8 @@ prometheus_view() {
 
 # --- run -----------------------------------------------------------------------------------
 scenarios=("$@")
-((${#scenarios[@]})) || scenarios=(broadcast-verbs broadcast-tcp prometheus host-crash cable-pull)
+# host-crash and cable-pull run by hand only for now (tests/cluster/README.md, "Known gap").
+((${#scenarios[@]})) || scenarios=(broadcast-verbs broadcast-tcp prometheus)
 # Every scenario needs nodes running: Prometheus's view needs one before it.
 [[ ${scenarios[0]} != prometheus ]] || scenarios=(broadcast-tcp "${scenarios[@]}")
 t0=$SECONDS

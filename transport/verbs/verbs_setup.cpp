@@ -24,14 +24,7 @@ constexpr uint8_t kRnrRetry = 3;
 // RNR NAK timer advertised by our receive side: 0.64 ms (encoding 12 of the IB spec table)
 // instead of the 655 ms that encoding 0 means.
 constexpr uint8_t kMinRnrTimer = 12;
-// Transport retries before a send fails with "retry exceeded": what tells a node that its
-// peer's host is gone (crashed, cable out). 6, not 7: rxe, unlike the IB spec, treats 7 as
-// "retry forever" (rxe_comp.c), so a peer host that died was never noticed (found by the
-// cluster suite's host crash: the link stayed up, its QP in RTS, for minutes).
-constexpr uint8_t kRetryCount = 6;
-// Local ACK timeout, 4.096 us * 2^16 = 268 ms per try: a dead peer host fails the link in
-// about 2 s (7 tries). rdma_cm's default for RoCE derives it from the packet lifetime.
-constexpr uint8_t kAckTimeout = 16;
+constexpr uint8_t kRetryCount = 7;
 constexpr uint32_t kControlSpare = 4;
 constexpr auto kConnectTimeout = std::chrono::milliseconds(5000);
 
@@ -80,15 +73,6 @@ void tune_rnr_timer(ibv_qp* qp) {
   attr.min_rnr_timer = kMinRnrTimer;
   if (int rc = ibv_modify_qp(qp, &attr, IBV_QP_MIN_RNR_TIMER)) {
     log().debug("cannot set min_rnr_timer: {}", std::strerror(rc));
-  }
-}
-
-// The ACK timeout of the QP behind `id` (set before rdma_connect / rdma_accept move it to
-// RTS). A kernel without the option keeps its default: logged, not fatal.
-void set_ack_timeout(rdma_cm_id* id) {
-  uint8_t timeout = kAckTimeout;
-  if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof timeout)) {
-    log().debug("cannot set the ACK timeout: {}", std::strerror(errno));
   }
 }
 
@@ -556,7 +540,6 @@ void VerbsInbound::accept() {
   param.responder_resources = 0;  // no RDMA READ in this protocol
   param.initiator_depth = 0;
   param.rnr_retry_count = kRnrRetry;
-  set_ack_timeout(conn_.id.get());
   check_rc(rdma_accept(conn_.id.get(), &param), "rdma_accept");
 }
 
@@ -741,7 +724,6 @@ void VerbsOutbound::on_route_resolved() {
   param.retry_count = kRetryCount;
   param.rnr_retry_count = kRnrRetry;
   state_ = State::kConnecting;
-  set_ack_timeout(conn_->id.get());
   if (rdma_connect(conn_->id.get(), &param) != 0) {
     return drop(std::string("rdma_connect: ") + std::strerror(errno), true);
   }
