@@ -63,6 +63,13 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                      .Name("hoprelay_link_reconnects_total")
                      .Help("Times an outbound link came up again after being down")
                      .Register(r);
+  rdma_connect_timeouts_ =
+      &BuildCounter()
+           .Name("hoprelay_rdma_connect_timeouts_total")
+           .Help(
+               "Connect requests to the peer that went unanswered while the local RDMA port was "
+               "ACTIVE (verbs): its host is down, or this device is wedged")
+           .Register(r);
   wc_errors_ = &BuildCounter()
                     .Name("hoprelay_work_completion_errors_total")
                     .Help("Failed RDMA work completions, by ibv_wc_status (each fails its link)")
@@ -130,6 +137,11 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
     exposer_->RegisterCollectable(stage_seconds_);
     exposer_->RegisterCollectable(residence_seconds_);
     exposer_->RegisterCollectable(process_);
+    // The device's port state and hardware counters: what a verbs link failure is read against.
+    if (transport == "verbs") {
+      rdma_ = std::make_shared<RdmaHealthCollector>();
+      exposer_->RegisterCollectable(rdma_);
+    }
   }
 }
 
@@ -175,6 +187,10 @@ prometheus::Counter& NodeMetrics::rejected(const char* reason) {
 }
 prometheus::Counter& NodeMetrics::reconnects(const std::string& peer) {
   return reconnects_->Add({{"peer", peer}});
+}
+
+prometheus::Counter& NodeMetrics::rdma_connect_timeouts(const std::string& peer) {
+  return rdma_connect_timeouts_->Add({{"peer", peer}});
 }
 prometheus::Gauge& NodeMetrics::slots_in_use() {
   return slots_->Add({});

@@ -542,6 +542,10 @@ void Node::on_completion_error(std::string_view status) {
   metrics_->completion_errors(status).Increment();
 }
 
+void Node::on_connect_timeout(transport::OutboundLink& link) {
+  metrics_->rdma_connect_timeouts(link.peer_name()).Increment();
+}
+
 std::string Node::forward_opcode() const {
   if (transport_->name() != "verbs") return "tcp";
   return spec_->forward == config::Forward::kWrite ? "write" : "send";

@@ -281,6 +281,37 @@ tests:
       - expr: ALERTS{alertname="HoprelayConnectionsRejected"}
         eval_time: 13m
         exp_samples: []
+  # b's RDMA port goes down at 2m; c's stays ACTIVE.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_rdma_port_active{job="hoprelay",instance="b:1",device="rxe0",port="1"}'
+        values: '1 1 0x10'
+      - series: 'hoprelay_rdma_port_active{job="hoprelay",instance="c:1",device="rxe0",port="1"}'
+        values: '1x12'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelayRdmaPortDown"}
+        eval_time: 2m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayRdmaPortDown",alertstate="pending",severity="critical",job="hoprelay",instance="b:1",device="rxe0",port="1"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayRdmaPortDown"}
+        eval_time: 4m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayRdmaPortDown",alertstate="firing",severity="critical",job="hoprelay",instance="b:1",device="rxe0",port="1"}'
+            value: 1
+  # a's connects to b time out several times a minute from 1m; one stray timeout to c.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_rdma_connect_timeouts_total{job="hoprelay",instance="a:1",peer="b"}'
+        values: '_ 1+6x20'
+      - series: 'hoprelay_rdma_connect_timeouts_total{job="hoprelay",instance="a:1",peer="c"}'
+        values: '_ 1x20'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelayRdmaConnectTimeouts"}
+        eval_time: 5m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayRdmaConnectTimeouts",alertstate="firing",severity="warning",job="hoprelay",instance="a:1",peer="b"}'
+            value: 1
 )yaml";
 
 }  // namespace

@@ -19,11 +19,22 @@ constexpr int kPollBatch = 32;
 // How long frames may sit unacknowledged, with no credit coming back, before the sender checks
 // that the peer's QP is still there.
 constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
+// How long a signaled send may wait for its completion, with no other send completing, before
+// the peer counts as dead (send_watchdog.h): in probe intervals. Longer than any ACK delay of a
+// live peer, even under emulation; a cable pulled for less may or may not fail the link (either
+// way nothing is lost).
+constexpr uint32_t kDeadPeerTicks = 10;
 
 // The reason text for a failed work completion (logged once, when the link fails).
 std::string wc_error(const ibv_wc& wc) {
   return std::string("work completion error: ") + ibv_wc_status_str(wc.status) + " (vendor " +
          std::to_string(wc.vendor_err) + ")";
+}
+
+std::string dead_peer_reason() {
+  return "no transport acknowledgement from the peer for " +
+         std::to_string(kDeadPeerTicks * kProbeEvery.count() / 1000) +
+         " s: its host is down or unreachable";
 }
 
 }  // namespace
@@ -62,6 +73,7 @@ bool VerbsInbound::poll_cq() {
           on_data(wc[i]);
           break;
         case kSendControl:
+          watch_.completed();
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
           if (pending_credits_ || !pending_outcomes_.empty()) flush_credits();
           break;
@@ -200,6 +212,7 @@ bool VerbsInbound::post_control(std::byte* frame, uint32_t length) {
     wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id = make_wr_id(kSendControl, unsignaled_);
     unsignaled_ = 0;
+    watch_.posted();
   }
   ibv_send_wr* bad = nullptr;
   if (ibv_post_send(conn_.id->qp, &wr, &bad) != 0) {
@@ -209,6 +222,20 @@ bool VerbsInbound::post_control(std::byte* frame, uint32_t length) {
   ++sq_outstanding_;
   ++ctl_sent_;
   return true;
+}
+
+// Liveness: a receiver sends credits and outcomes; if one of those waits for its completion a
+// whole dead-peer timeout, the sender's host is gone (send_watchdog.h) and the link fails
+// (otherwise it would hold its ring, and a producer's origin, until the peer came back).
+void VerbsInbound::schedule_watch() {
+  watch_timer_ = transport_.loop().after(kProbeEvery, [this] {
+    watch_timer_ = 0;
+    if (state_ != State::kUp) return;
+    if (watch_.tick(kDeadPeerTicks)) {
+      return fail(dead_peer_reason());
+    }
+    schedule_watch();
+  });
 }
 
 // ---------------------------------------------------------------- outbound (sender)
@@ -270,6 +297,7 @@ bool VerbsOutbound::post(const OutFrame& f) {
     wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id = make_wr_id(kSendData, unsignaled_);
     unsignaled_ = 0;
+    watch_.posted();
   }
   // Doorbell batching: chained to the frames posted before it in this loop iteration and
   // handed to the device in one ibv_post_send at the end of the iteration (flush_posts). A
@@ -342,6 +370,7 @@ bool VerbsOutbound::poll_cq() {
       switch (wr_kind(wc[i].wr_id)) {
         case kSendData:
         case kProbe:
+          watch_.completed();
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
           break;
         case kRecvControl:
@@ -422,6 +451,9 @@ void VerbsOutbound::schedule_probe() {
   probe_timer_ = transport_.loop().after(kProbeEvery, [this] {
     probe_timer_ = 0;
     if (state_ != State::kUp) return;
+    if (watch_.tick(kDeadPeerTicks)) {
+      return drop(dead_peer_reason(), true);
+    }
     if (tail_ != acked_ && acked_ == acked_at_last_probe_) probe();
     acked_at_last_probe_ = acked_;
     if (state_ == State::kUp) schedule_probe();
@@ -441,6 +473,7 @@ void VerbsOutbound::probe() {
   if (int rc = ibv_post_send(conn_->id->qp, &wr, &bad); rc != 0) {
     return drop(std::string("ibv_post_send (probe): ") + std::strerror(rc), true);
   }
+  watch_.posted();
   ++sq_outstanding_;
 }
 

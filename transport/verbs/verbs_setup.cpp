@@ -33,6 +33,13 @@ spdlog::logger& log() {
   return *logger;
 }
 
+// Whether the port an rdma_cm id is bound to is ACTIVE (setup path: a query of the device).
+bool port_active(const rdma_cm_id& id) {
+  ibv_port_attr attr{};
+  return id.verbs && id.port_num && ibv_query_port(id.verbs, id.port_num, &attr) == 0 &&
+         attr.state == IBV_PORT_ACTIVE;
+}
+
 void set_nonblocking(int fd) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
@@ -485,6 +492,7 @@ VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const Hell
 }
 
 VerbsInbound::~VerbsInbound() {
+  if (watch_timer_) transport_.loop().cancel(watch_timer_);
   transport_.forget(this);
 }
 
@@ -597,6 +605,7 @@ void VerbsInbound::maybe_up() {
   log().info("inbound link up: {} from {} ({} slots, ingress by WRITE with immediate or SEND{})",
              peer_.name, peer_.address, ring_->slots(),
              transport_.identity().auth ? ", authenticated" : "");
+  schedule_watch();
   transport_.events().on_inbound_up(*this);
 }
 
@@ -625,6 +634,8 @@ void VerbsInbound::fail(std::string_view reason) {
   if (state_ == State::kClosed) return;
   bool was_up = state_ == State::kUp;
   state_ = State::kClosed;
+  if (watch_timer_) transport_.loop().cancel(watch_timer_);
+  watch_timer_ = 0;
   rdma_disconnect(conn_.id.get());
   // The QP goes now: no more DMA into the ring. The ring itself stays until the node has
   // released every slot it still holds.
@@ -675,7 +686,10 @@ void VerbsOutbound::start() {
   // while a port comes back up (netdev down and up) would hold the link that long.
   timer_ = transport_.loop().after(kConnectTimeout, [this] {
     timer_ = 0;
+    // Asked before drop(), which hands the id to the graveyard.
+    bool timed_out = state_ == State::kConnecting && conn_ && port_active(*conn_->id);
     drop("connection not established within 5 s", true);
+    if (timed_out) transport_.events().on_connect_timeout(*this);
   });
   // A node sends from the address it listens on: the one its peers expect it to come from
   // (admission checks the source address against the topology).
@@ -820,6 +834,7 @@ void VerbsOutbound::link_up() {
              params_.write ? "RDMA WRITE with immediate" : "SEND",
              transport_.identity().auth ? ", authenticated" : "");
   acked_at_last_probe_ = 0;
+  watch_.reset();
   schedule_probe();
   transport_.events().on_outbound_up(*this);
   transport_.events().on_credit(*this);
@@ -853,10 +868,17 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
       if (!reason.empty()) transport_.events().on_refused(*this, reason);
       return;
     }
+    case RDMA_CM_EVENT_UNREACHABLE: {
+      // rdma_cm's own REQ retries ran out (only when they are shorter than kConnectTimeout).
+      bool timed_out =
+          state_ == State::kConnecting && status == -ETIMEDOUT && conn_ && port_active(*conn_->id);
+      drop(std::string(event_name(type)) + " (status " + std::to_string(status) + ")", true);
+      if (timed_out) transport_.events().on_connect_timeout(*this);
+      return;
+    }
     case RDMA_CM_EVENT_ADDR_ERROR:
     case RDMA_CM_EVENT_ROUTE_ERROR:
     case RDMA_CM_EVENT_CONNECT_ERROR:
-    case RDMA_CM_EVENT_UNREACHABLE:
       return drop(std::string(event_name(type)) + " (status " + std::to_string(status) + ")", true);
     case RDMA_CM_EVENT_DISCONNECTED:
       if (state_ == State::kAuthenticating) {

@@ -23,6 +23,7 @@
 
 #include "hoprelay/transport/backoff.h"
 #include "hoprelay/transport/transport.h"
+#include "send_watchdog.h"
 #include "verbs_resources.h"
 
 namespace hoprelay::transport::verbs {
@@ -121,6 +122,8 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void maybe_up();
   void violation(const char* kind, std::string_view reason);
   void on_data(const ibv_wc& wc);
+  // Liveness of the credit sends (send_watchdog.h): one tick per second while up.
+  void schedule_watch();
   // Posts the pending outcomes, then (when none is left waiting for room in the send queue)
   // one CREDIT frame for everything released since the last one.
   void flush_credits();
@@ -150,6 +153,8 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   uint32_t sq_outstanding_ = 0;
   uint32_t unsignaled_ = 0;
   uint64_t ctl_sent_ = 0;
+  SendWatchdog watch_;
+  EventLoop::TimerId watch_timer_ = 0;
 };
 
 class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHandler {
@@ -199,6 +204,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   EventLoop::TimerId timer_ = 0;
   EventLoop::TimerId probe_timer_ = 0;
   uint64_t acked_at_last_probe_ = 0;
+  SendWatchdog watch_;
   // The peer's ring, from its welcome.
   CmWelcome peer_{};
   std::array<std::byte, kCmHelloSize> cm_hello_{};

@@ -15,6 +15,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/hot_counters.h"
 #include "hoprelay/daemon/latency.h"
+#include "hoprelay/daemon/rdma_health.h"
 
 namespace prometheus {
 class Counter;
@@ -54,6 +55,8 @@ class NodeMetrics {
   prometheus::Counter& dropped(const char* reason);
   prometheus::Counter& rejected(const char* reason);
   prometheus::Counter& reconnects(const std::string& peer);
+  // Verbs: connect requests to the peer unanswered while the local port was ACTIVE.
+  prometheus::Counter& rdma_connect_timeouts(const std::string& peer);
   prometheus::Gauge& slots_in_use();
   prometheus::Gauge& queued(const std::string& peer);
   prometheus::Gauge& credits(const std::string& peer);
@@ -78,6 +81,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* reconnects_;
+  prometheus::Family<prometheus::Counter>* rdma_connect_timeouts_;
   prometheus::Family<prometheus::Counter>* wc_errors_;
   prometheus::Family<prometheus::Counter>* protocol_errors_;
   prometheus::Family<prometheus::Gauge>* slots_;
@@ -87,6 +91,7 @@ class NodeMetrics {
   std::shared_ptr<HistogramFamily> stage_seconds_;
   std::shared_ptr<HistogramFamily> residence_seconds_;
   std::shared_ptr<ProcessCollector> process_;
+  std::shared_ptr<RdmaHealthCollector> rdma_;  // verbs only
   prometheus::Family<prometheus::Counter>* reloads_;
   prometheus::Gauge* last_reload_ok_;
   prometheus::Gauge* last_reload_time_;

@@ -99,6 +99,7 @@ class Node final : public transport::LinkEvents {
   void on_returned(transport::OutboundLink& link, void* cookie) override;
   void on_credit(transport::OutboundLink& link) override;
   void on_completion_error(std::string_view status) override;
+  void on_connect_timeout(transport::OutboundLink& link) override;
   void on_protocol_error(std::string_view kind) override;
   void on_auth_failed(const transport::PeerInfo& peer) override;
 

@@ -155,6 +155,10 @@ class LinkEvents {
   virtual void on_protocol_error(std::string_view kind) { (void)kind; }
   // A work completion failed with this status (verbs; ibv_wc_status_str): the link fails too.
   virtual void on_completion_error(std::string_view status) { (void)status; }
+  // A connect request to the peer of an outbound link went unanswered while the local RDMA
+  // port was ACTIVE (verbs): the peer's host is down, or this device no longer establishes
+  // connections (docs/operations.md, "RDMA connects time out"). The link retries as always.
+  virtual void on_connect_timeout(OutboundLink& link) { (void)link; }
   // A peer that was admitted by name failed the pre-shared key challenge (auth.h): refused.
   virtual void on_auth_failed(const PeerInfo& peer) { (void)peer; }
   // The peer of an outbound link refused it, with its reason (the link retries, slowly: a
