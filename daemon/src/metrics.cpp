@@ -90,6 +90,12 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                   .Name("hoprelay_link_credits")
                   .Help("Frames the downstream peer lets this node send now (0 while down)")
                   .Register(r);
+  replayed_ = &BuildCounter()
+                   .Name("hoprelay_messages_replayed_total")
+                   .Help(
+                       "Frames sent to the downstream peer that were not acknowledged when its "
+                       "link failed, and so are sent again, by peer")
+                   .Register(r);
   link_slots_ = &BuildGauge()
                      .Name("hoprelay_link_slots_in_use")
                      .Help("Receive slots of the inbound link from the peer holding a message")
@@ -197,6 +203,9 @@ prometheus::Gauge& NodeMetrics::slots_in_use() {
 }
 prometheus::Gauge& NodeMetrics::queued(const std::string& peer) {
   return queued_->Add({{"peer", peer}});
+}
+prometheus::Counter& NodeMetrics::replayed(const std::string& peer) {
+  return replayed_->Add({{"peer", peer}});
 }
 prometheus::Gauge& NodeMetrics::credits(const std::string& peer) {
   return credits_->Add({{"peer", peer}});

@@ -119,6 +119,7 @@ Node::Downstream& Node::add_downstream(const std::string& name) {
   d->metrics = metrics_->outbound(name, forward_opcode());
   d->queued = &metrics_->queued(name);
   d->credits = &metrics_->credits(name);
+  d->replayed = &metrics_->replayed(name);
   downstream_.push_back(std::move(d));
   return *downstream_.back();
 }
@@ -213,6 +214,7 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   it->metrics.up->Decrement();
   inbound_.erase(it);
   forget_partials(link);
+  if (draining_) check_drained();
 }
 
 Node::Inbound* Node::inbound_of(transport::InboundLink& link) {
@@ -526,6 +528,7 @@ void Node::on_acked(transport::OutboundLink& link, void* cookie) {
 
 void Node::on_returned(transport::OutboundLink& link, void* cookie) {
   Downstream& d = downstream_of(link);
+  d.replayed->Increment();  // the link failed: not the per-message path
   d.waiting.push_front(static_cast<transport::Slot*>(cookie));
   if (d.dropping) drop_waiting(d);
 }
@@ -664,17 +667,27 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
   draining_ = true;
   drained_ = std::move(done);
   transport_->stop_listening();
-  for (auto& in : inbound_) in.link->pause();
-  log().info("draining: {} messages in flight, waiting up to {} ms", held_, timeout.count());
+  // Each sender is asked to stop (BYE) and closes its link once everything it sent is
+  // acknowledged: drained means no message held and no inbound link left, so nothing sent to
+  // this node has to be replayed to its next run.
+  for (auto& in : inbound_) in.link->drain();
+  log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms", held_,
+             inbound_.size(), timeout.count());
   drain_timer_ = loop_.after(timeout, [this] {
     drain_timer_ = 0;
+    if (!inbound_.empty()) {
+      log().warn(
+          "drain timed out with {} inbound links still open: their senders replay what this "
+          "node did not acknowledge",
+          inbound_.size());
+    }
     if (drained_) std::exchange(drained_, nullptr)(held_);
   });
   check_drained();
 }
 
 void Node::check_drained() {
-  if (held_ != 0 || !drained_) return;
+  if (held_ != 0 || !inbound_.empty() || !drained_) return;
   if (drain_timer_) loop_.cancel(drain_timer_);
   drain_timer_ = 0;
   // Deferred: let the credit frames for the last releases go out first. Then say goodbye

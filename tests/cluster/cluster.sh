@@ -201,15 +201,15 @@ fail() {
 }
 
 # --- the topology: one file, the same on every host --------------------------------------
-# topology TRANSPORT TAG: verify-sink reports named after TAG, so each scenario starts at 0.
+# topology NAME TRANSPORT SINK [B_STAGE]: the pipeline a -> b -> {c1, c2}; SINK is the sinks'
+# stage table, with @ for the sink's name; B_STAGE, a stage table for b (none by default).
 topology() {
   cat <<T
-# The cluster suite's pipeline: a -> b -> {c1, c2}, every node on its own host.
 [pipeline]
-name = "cluster"
-transport = "$1"
-slot_size = "16KiB"
-slots = 32
+name = "$1"
+transport = "$2"
+slot_size = "64KiB"
+slots = 64
 
 [nodes.a]
 listen = "${IP[a]}:7000"
@@ -220,24 +220,27 @@ downstream = ["b"]
 listen = "${IP[b]}:7000"
 metrics = "${IP[b]}:9102"
 downstream = ["c1", "c2"]
+${4:+stage = $4}
 
 [nodes.c1]
 listen = "${IP[c1]}:7000"
 metrics = "${IP[c1]}:9102"
-stage = { plugin = "verify-sink", report = "$2-c1.json" }
+stage = ${3//@/c1}
 
 [nodes.c2]
 listen = "${IP[c2]}:7000"
 metrics = "${IP[c2]}:9102"
-stage = { plugin = "verify-sink", report = "$2-c2.json" }
+stage = ${3//@/c2}
 T
 }
+# verify-sink at both sinks, reports named after TAG: each scenario's counts start at 0.
+verify_sinks() { echo "{ plugin = \"verify-sink\", report = \"$1-@.json\" }"; }
 
 # deploy TRANSPORT TAG: the topology to every host's /etc/hoprelay/topology.toml, then each
 # node (re)started, sinks first (the order only keeps the logs quiet).
 deploy() {
   local h
-  topology "$1" "$2" >"$W/topology.toml"
+  topology cluster "$1" "$(verify_sinks "$2")" >"$W/topology.toml"
   for h in "${HOSTS[@]}"; do cp "$W/topology.toml" "$W/$h/ctl/topology.toml"; done
   local out
   for h in c1 c2 b a; do
@@ -315,9 +318,10 @@ for r in json.load(urllib.request.urlopen(url, timeout=10))["data"]["result"]:
 PY
 }
 
-# prom_wait QUERY LINE...: until the query's result, sorted, is exactly LINE... (30 s).
+# prom_wait QUERY LINE...: until the query's result, sorted, is exactly LINE... (PROM_WAIT
+# seconds, 30 by default).
 prom_wait() {
-  local query=$1 want got deadline=$((SECONDS + 30))
+  local query=$1 want got deadline=$((SECONDS + ${PROM_WAIT:-30}))
   shift
   want=$(printf '%s\n' "$@")
   while :; do
@@ -329,6 +333,24 @@ prom_wait() {
     }
     sleep 2
   done
+}
+
+# scrape HOST SAMPLE: one sample's value (SAMPLE as the exposition writes it, e.g.
+# 'hoprelay_messages_replayed_total{peer="b"}') from the node's own /metrics, read now rather
+# than at Prometheus's next scrape; nothing when the node or the sample is not there.
+scrape() {
+  ip netns exec "$NS" python3 - "${IP[$1]}" "$2" <<'PY' 2>/dev/null
+import sys, urllib.request
+body = urllib.request.urlopen("http://%s:9102/metrics" % sys.argv[1], timeout=10).read().decode()
+for line in body.splitlines():
+    if line.startswith(sys.argv[2] + " "):
+        print(line.rsplit(" ", 1)[1])
+PY
+}
+
+# since HOST EPOCH: the node's journal lines since EPOCH (seconds, the host's clock).
+since() {
+  gexec "$1" 30 "journalctl -u 'hoprelayd@*' --since @$2 --no-pager -o short-precise"
 }
 
 # --- scenarios -----------------------------------------------------------------------------
@@ -355,15 +377,27 @@ broadcast() {
     fail "broadcast/$transport: Prometheus: $out"
     return
   fi
-  pass "broadcast over $transport: a -> b -> {c1, c2}, $COUNT messages each: 0 missing, 0 duplicates, 0 corrupt; Prometheus: $COUNT received from b by opcode $opcode at each sink"
+  local rdma=
+  if [[ $transport == verbs ]]; then
+    # The RDMA device metrics of every host: port ACTIVE, and the packets the relay and the
+    # sinks received counted by their own rxe (at least one per message).
+    if ! out=$(prom_wait 'hoprelay_rdma_port_active{device="rxe0",port="1"}' "a 1" "b 1" "c1 1" "c2 1") ||
+      ! out=$(prom_wait "count by (node) (hoprelay_rdma_hw_counter_total{device=\"rxe0\",counter=\"rcvd_pkts\"} >= $COUNT)" "b 1" "c1 1" "c2 1"); then
+      fail "broadcast/$transport: RDMA device metrics: $out"
+      return
+    fi
+    rdma="; every rxe0 port ACTIVE, rcvd_pkts >= $COUNT at b, c1 and c2"
+  fi
+  pass "broadcast over $transport: a -> b -> {c1, c2}, $COUNT messages each: 0 missing, 0 duplicates, 0 corrupt; Prometheus: $COUNT received from b by opcode $opcode at each sink$rdma"
 }
 
-# traffic TAG: the nodes deployed over verbs and `hoprelay send` started on a's host (its
-# agent command id in $SEND), returning once about a third has reached c1.
+# traffic TAG RATE: the nodes deployed over verbs and `hoprelay send` started on a's host at
+# RATE messages a second (its agent command id in $SEND), returning once about a third has
+# reached c1: what happens next happens under traffic.
 traffic() {
   deploy verbs "$1" || return 1
   gstart a "hoprelay send --topology /etc/hoprelay/topology.toml --to a --count $COUNT \
-    --size 1000 --connect-timeout 30"
+    --size 1000 --rate $2 --connect-timeout 30"
   SEND=$GID
   local deadline=$((SECONDS + 120))
   until (($(report c1 "$1" received || echo 0) >= COUNT / 3)); do
@@ -384,13 +418,100 @@ after_traffic() {
   fi
 }
 
-# 2. The relay's host crashes under traffic (its qemu killed) and boots again: its enabled
-#    unit starts at boot, a replays, both sinks get everything exactly once.
+# 0. docs/operations.md, "From package to a pipeline of four hosts", step for step on the
+#    freshly installed hosts (step 1, the package, and step 2, its installation, are done for
+#    every scenario): one topology file in /etc/hoprelay with the mode and group the guide
+#    gives, `hoprelay validate --node` on each host, `systemctl enable --now` downstream first,
+#    the unit's status line, Prometheus (started with the suite), a file fed to the head with
+#    `hoprelay send --file`, `hoprelay status`, a reload on every host, then `systemctl stop`
+#    head first. Both sinks' file-sink records hold the file, byte for byte.
+walkthrough() {
+  local h out
+  topology prod auto '{ plugin = "file-sink", path = "/var/lib/hoprelay/@.records" }' \
+    >"$W/topology.toml"
+  # Step 3: the same file on every host, checked there.
+  for h in "${HOSTS[@]}"; do
+    cp "$W/topology.toml" "$W/$h/ctl/topology.toml"
+    out=$(gexec "$h" 60 "install -m 0640 -g hoprelay /run/cluster/topology.toml /etc/hoprelay/topology.toml &&
+      hoprelay validate --node $h /etc/hoprelay/topology.toml 2>&1") || {
+      fail "walkthrough: step 3 on $h: $out"
+      return
+    }
+  done
+  # Step 4: one node per host, downstream first; `enable --now` returns once the node is ready.
+  for h in c1 c2 b a; do
+    out=$(gexec "$h" 240 "systemctl enable --now hoprelayd@$h 2>&1") || {
+      fail "walkthrough: step 4, systemctl enable --now hoprelayd@$h: $out"
+      return
+    }
+  done
+  if ! out=$(gexec b 30 "systemctl status hoprelayd@b --no-pager | grep -F 'Status: \"running: verbs, listening on ${IP[b]}:7000, forwarding to c1, c2\"'"); then
+    fail "walkthrough: step 4, systemctl status hoprelayd@b: $(gexec b 30 "systemctl status hoprelayd@b --no-pager" | head -6)"
+    return
+  fi
+  # Step 6: a file fed to the head, and the one-screen view.
+  head -c 6000000 /dev/urandom >"$W/a/ctl/data.bin"
+  out=$(gexec a 600 "hoprelay send --topology /etc/hoprelay/topology.toml --to a \
+      --file /run/cluster/data.bin --size 60000 2>&1") || {
+    fail "walkthrough: step 6, hoprelay send: $out"
+    return
+  }
+  if ! out=$(gexec a 60 "hoprelay status --topology /etc/hoprelay/topology.toml 2>&1") ||
+    [[ $(grep -cE '^ *(a|b|c1|c2) +up' <<<"$out") != 4 ]]; then
+    fail "walkthrough: step 6, hoprelay status does not show four nodes up: $out"
+    return
+  fi
+  local want got
+  want=$(sha256sum <"$W/a/ctl/data.bin" | cut -d' ' -f1)
+  for h in c1 c2; do
+    got=$(gexec "$h" 60 "python3 -c '
+import hashlib, struct, sys
+h = hashlib.sha256()
+with open(\"/var/lib/hoprelay/$h.records\", \"rb\") as f:
+    while (n := f.read(4)):
+        h.update(f.read(struct.unpack(\"<I\", n)[0]))
+print(h.hexdigest())'")
+    [[ $got == "$want" ]] || {
+      fail "walkthrough: $h's file-sink records do not hold data.bin (sha256 $got, want $want)"
+      return
+    }
+  done
+  # Step 7: the topology changed on every host and reloaded; then stopped, head first.
+  sed -i 's/^slots = 64$/slots = 64\n\n# reloaded/' "$W/topology.toml"
+  for h in "${HOSTS[@]}"; do
+    cp "$W/topology.toml" "$W/$h/ctl/topology.toml"
+    out=$(gexec "$h" 60 "install -m 0640 -g hoprelay /run/cluster/topology.toml /etc/hoprelay/topology.toml &&
+      systemctl reload hoprelayd@$h 2>&1 && systemctl status hoprelayd@$h --no-pager | grep -F '(topology reloaded)'") || {
+      fail "walkthrough: step 7, reload on $h: $out"
+      return
+    }
+  done
+  for h in a b c1 c2; do
+    out=$(gexec "$h" 60 "systemctl stop hoprelayd@$h 2>&1; systemctl show -p Result --value hoprelayd@$h") || true
+    [[ $out == success ]] || {
+      fail "walkthrough: step 7, systemctl stop hoprelayd@$h: result '$out'"
+      return
+    }
+  done
+  pass "walkthrough (docs/operations.md, step for step): validate on each host, enable --now downstream first, status line, a 6 MB file fed to a arrives byte for byte in c1's and c2's file-sink records, hoprelay status shows 4 nodes up, reload on every host, stop head first: every unit's result success"
+}
+
+# 2. The relay's host crashes under traffic (its qemu killed) and boots again: a's link to it
+#    fails (no transport acknowledgement for 10 s), Prometheus's node-down alert fires while it
+#    is down and resolves once it is back, its enabled unit starts at boot, a replays, both
+#    sinks get everything exactly once.
 host_crash() {
-  local out
-  traffic crash || { fail "host crash: the nodes did not start"; return; }
+  local out t0 timeouts
+  traffic crash 100 || { fail "host crash: the nodes did not start"; return; }
+  t0=$(date +%s)
   crash b
-  sleep 5
+  # The host stays down until Prometheus's alert for it fires (1 minute of failed scrapes).
+  if ! out=$(PROM_WAIT=150 prom_wait 'ALERTS{alertname="HoprelayNodeDown",alertstate="firing"}' "b 1"); then
+    fail "host crash: HoprelayNodeDown did not fire for b: $out"
+    boot b
+    wait_ready b
+    return
+  fi
   boot b
   wait_ready b || { fail "host crash: b did not boot again"; return; }
   # Nobody starts it: systemd does, at boot, because it is enabled (ready once its links
@@ -400,17 +521,105 @@ host_crash() {
     fail "host crash: hoprelayd@b did not start at boot"
     return
   fi
+  if ! since a "$t0" | grep -q "outbound link to b down: no transport acknowledgement"; then
+    fail "host crash: a did not fail its link to b's dead host (no 'no transport acknowledgement' in its journal)"
+    return
+  fi
+  if ! out=$(prom_wait 'absent(ALERTS{alertname="HoprelayNodeDown"})' " 1"); then
+    fail "host crash: HoprelayNodeDown did not resolve: $out"
+    return
+  fi
+  timeouts=$(scrape a 'hoprelay_rdma_connect_timeouts_total{peer="b"}')
   after_traffic "host crash" crash \
-    "b's guest killed and booted again under traffic, hoprelayd@b started at boot"
+    "b's guest killed and booted again under traffic: a failed its link (no transport acknowledgement for 10 s), HoprelayNodeDown fired and resolved, hoprelayd@b started at boot, ${timeouts:-0} connect timeouts to b counted on a"
 }
 
 # 3. A cable pulled for 10 s under traffic (b's NIC, qemu's set_link), then plugged in again.
 cable_pull() {
-  traffic cable || { fail "cable pull: the nodes did not start"; return; }
+  traffic cable 100 || { fail "cable pull: the nodes did not start"; return; }
   monitor b "set_link n0 off"
   sleep 10
   monitor b "set_link n0 on"
   after_traffic "cable pull" cable "b's link down for 10 s under traffic"
+}
+
+# 4. A slow, lossy link: c1 delays what it sends by 5 ms and loses 1 % of it (tc netem in its
+#    guest: the ACKs and credits to b, over verbs). Everything arrives; the rate is reported.
+netem() {
+  local out t0 t1
+  deploy verbs netem || { fail "netem: the nodes did not start"; return; }
+  if ! out=$(gexec c1 30 "tc qdisc replace dev eth0 root netem delay 5ms loss 1% 2>&1"); then
+    fail "netem: tc in c1: $out"
+    return
+  fi
+  t0=$(date +%s%N)
+  out=$(gexec a 600 "hoprelay send --topology /etc/hoprelay/topology.toml --to a \
+      --count $COUNT --size 1000 --connect-timeout 30") || {
+    gexec c1 30 "tc qdisc del dev eth0 root" >/dev/null
+    fail "netem: hoprelay send failed: $out"
+    return
+  }
+  out=$(exact netem "$COUNT")
+  local ok=$?
+  t1=$(date +%s%N)
+  gexec c1 30 "tc qdisc del dev eth0 root" >/dev/null
+  ((ok == 0)) || { fail "netem: $out"; return; }
+  pass "netem: 5 ms delay and 1 % loss on c1's link, over verbs: $COUNT each at c1 and c2, exactly once, in $(((t1 - t0) / 1000000)) ms ($((COUNT * 1000000000 / (t1 - t0))) messages/s under TCG)"
+}
+
+# 5-7. What an operator does with systemctl, under one stream: a reload with a changed stage
+#    (applied, shown by `systemctl status`), the watchdog killing a frozen daemon (SIGSTOP) and
+#    systemd restarting it, and `systemctl stop` draining (a replays nothing afterwards).
+systemd_ops() {
+  local out h pid t0 before after
+  traffic ops 40 || { fail "systemd: the nodes did not start"; return; }
+  # 5. The same file, with a stage at b, to every host; every node reloaded.
+  topology cluster verbs "$(verify_sinks ops)" '{ plugin = "passthrough" }' >"$W/topology.toml"
+  for h in "${HOSTS[@]}"; do
+    cp "$W/topology.toml" "$W/$h/ctl/topology.toml"
+    out=$(gexec "$h" 60 "install -m 0644 /run/cluster/topology.toml /etc/hoprelay/topology.toml &&
+      systemctl reload hoprelayd@$h 2>&1") || { fail "systemd: reload on $h: $out"; return; }
+  done
+  if ! out=$(gexec b 30 "systemctl status hoprelayd@b --no-pager | grep 'Status: \"running: .*(topology reloaded)\"'"); then
+    fail "systemd: systemctl status of b does not show the reload: $(gexec b 30 "systemctl status hoprelayd@b --no-pager" | head -5)"
+    return
+  fi
+  local deadline=$((SECONDS + 60))
+  until [[ $(scrape b 'hoprelay_config_reloads_total{result="success"}') == 1 &&
+    $(scrape b 'hoprelay_stage_messages_total{stage="passthrough",verdict="forward"}') -gt 0 ]] 2>/dev/null; do
+    ((SECONDS < deadline)) || { fail "systemd: b's new stage did not take messages after the reload"; return; }
+    sleep 1
+  done
+  # 6. A frozen daemon: systemd's watchdog (WatchdogSec=10) aborts it and restarts it.
+  t0=$(date +%s)
+  local restarts
+  restarts=$(gexec b 30 "systemctl show -p NRestarts --value hoprelayd@b")
+  pid=$(gexec b 30 "systemctl show -p MainPID --value hoprelayd@b")
+  gexec b 30 "kill -STOP $pid" >/dev/null
+  if ! out=$(gexec b 120 "for i in \$(seq 200); do
+      [ \"\$(systemctl show -p NRestarts --value hoprelayd@b)\" -gt $restarts ] && systemctl is-active -q hoprelayd@b && exit 0
+      sleep 0.5; done; systemctl status hoprelayd@b --no-pager; exit 1"); then
+    fail "systemd: the watchdog did not restart the frozen hoprelayd@b: $out"
+    return
+  fi
+  if ! gexec b 30 "journalctl -u hoprelayd@b --since @$t0 --no-pager" | grep -q "Watchdog timeout"; then
+    fail "systemd: hoprelayd@b restarted, but not by its watchdog"
+    return
+  fi
+  # 7. A planned stop drains: b acknowledges everything it took before it closes its links, so
+  #    a has nothing to replay to it.
+  sleep 5
+  before=$(scrape a 'hoprelay_messages_replayed_total{peer="b"}')
+  out=$(gexec b 60 "systemctl stop hoprelayd@b 2>&1") || { fail "systemd: stop: $out"; return; }
+  sleep 3
+  after=$(scrape a 'hoprelay_messages_replayed_total{peer="b"}')
+  if [[ -z $before || $before != "$after" ]]; then
+    fail "systemd: a replayed $((${after:-0} - ${before:-0})) messages to b after systemctl stop (before: '$before', after: '$after'): the stop did not drain"
+    return
+  fi
+  out=$(gexec b 30 "systemctl start --no-block hoprelayd@b 2>&1") || { fail "systemd: start: $out"; return; }
+  after_traffic "systemd" ops \
+    "under one stream: systemctl reload with a new stage at b (applied, in systemctl status), b frozen with SIGSTOP and restarted by its watchdog, systemctl stop of b drained (a replayed 0 to it)"
 }
 
 # 8. Through Prometheus: every node up, and what the sinks received as a rate's increase.
@@ -430,8 +639,8 @@ prometheus_view() {
 
 # --- run -----------------------------------------------------------------------------------
 scenarios=("$@")
-# host-crash and cable-pull run by hand only for now (tests/cluster/README.md, "Known gap").
-((${#scenarios[@]})) || scenarios=(broadcast-verbs broadcast-tcp prometheus)
+((${#scenarios[@]})) || scenarios=(walkthrough broadcast-verbs broadcast-tcp prometheus systemd
+  host-crash cable-pull netem)
 # Every scenario needs nodes running: Prometheus's view needs one before it.
 [[ ${scenarios[0]} != prometheus ]] || scenarios=(broadcast-tcp "${scenarios[@]}")
 t0=$SECONDS
@@ -463,6 +672,9 @@ for s in "${scenarios[@]}"; do
     prometheus) prometheus_view ;;
     host-crash) host_crash ;;
     cable-pull) cable_pull ;;
+    netem) netem ;;
+    walkthrough) walkthrough ;;
+    systemd) systemd_ops ;;
     *) die "unknown scenario $s" ;;
   esac
 done

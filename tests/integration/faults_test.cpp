@@ -74,6 +74,32 @@ TEST(Faults, HeadKilledAndRestartedProducerReplays) {
   finish(dir, chain, *producer);
 }
 
+// A planned stop is not a failure: the relay asks a to stop sending (BYE), takes what was on
+// its way, forwards it, and exits only when a has closed the link with nothing unacknowledged.
+// So a replays nothing to the restarted relay, three times over.
+TEST(Faults, MiddleRelayStoppedThreeTimesDrainsAndNothingIsReplayed) {
+  TempDir dir;
+  Chain chain(dir);
+  auto producer = chain.send();
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(1000ms);
+    chain.p.proc("b").signal(SIGTERM);
+    ASSERT_EQ(chain.p.proc("b").wait(20s), 0) << chain.p.proc("b").output();
+    fs::rename(dir / "b.log", dir / ("b.stop" + std::to_string(i) + ".log"));
+    chain.p.start("b");
+    ASSERT_TRUE(wait_until([&] { return !scrape(chain.p.node("b").metrics).empty(); }, 10s));
+  }
+  std::string a_metrics = scrape(chain.p.node("a").metrics);
+  EXPECT_EQ(metric_value(a_metrics, "hoprelay_messages_replayed_total", "peer=\"b\""), 0)
+      << a_metrics;
+  EXPECT_NE(read_file(dir / "a.log").find("the peer is shutting down and acknowledged"),
+            std::string::npos)
+      << "b's stops did not drain through a BYE";
+  EXPECT_NE(read_file(dir / "b.stop0.log").find("drained: every message acknowledged"),
+            std::string::npos);
+  finish(dir, chain, *producer);
+}
+
 TEST(Faults, LinksCutUnderTraffic) {
   TempDir dir;
   Chain chain(dir);

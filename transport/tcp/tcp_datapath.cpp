@@ -37,19 +37,13 @@ void TcpInbound::on_io(uint32_t events) {
   if (state_ == State::kClosed) return;
   if (events & EPOLLOUT) flush_control();
   if (state_ == State::kClosed) return;
-  if (paused_) {
-    // Not reading (draining), but a reset or hang-up must still close the link: epoll reports
-    // them whatever we asked for, and would report them again on every wakeup.
-    if (events & (EPOLLHUP | EPOLLERR)) fail("connection lost while draining");
-    return;
-  }
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_some();
 }
 
 // Reads until the socket is empty or the budget is spent. False when the link closed.
 bool TcpInbound::read_some() {
   size_t budget = kReadBudget;
-  while (budget > 0 && state_ != State::kClosed && !paused_) {
+  while (budget > 0 && state_ != State::kClosed) {
     ssize_t n;
     if (partial_) {
       // The rest of a large payload: straight into the slot, no stream buffer. (Reading only
@@ -86,7 +80,7 @@ bool TcpInbound::read_some() {
       if (partial_ || rx_end_ != rx_begin_) {
         protocol_error("truncated", "peer closed the connection in the middle of a frame");
       } else {
-        fail("peer closed the connection");
+        fail("peer closed the connection", draining_);
       }
       return false;
     }
@@ -262,7 +256,8 @@ bool TcpInbound::flush_control() {
 // ---------------------------------------------------------------- TcpOutbound
 
 uint32_t TcpOutbound::credits() const {
-  return state_ == State::kUp ? peer_slots_ - static_cast<uint32_t>(tail_ - acked_) : 0;
+  if (state_ != State::kUp || peer_draining_) return 0;
+  return peer_slots_ - static_cast<uint32_t>(tail_ - acked_);
 }
 
 void TcpOutbound::on_io(uint32_t events) {
@@ -326,6 +321,10 @@ bool TcpOutbound::read_control() {
         drop("rejected by peer: " + reason, true);
         transport_.events().on_refused(*this, reason);
         return false;
+      } else if (h.type == FrameType::kBye && state_ == State::kUp) {
+        // The peer drains: what was sent is acknowledged as it passes, nothing more is sent.
+        peer_draining_ = true;
+        if (close_if_drained()) return false;
       } else if (h.type == FrameType::kBye) {
         drop("peer is shutting down", true);
         return false;
@@ -350,7 +349,14 @@ bool TcpOutbound::handle_credit(const FrameHeader& h) {
     ++acked_;
     transport_.events().on_acked(*this, cookie);
   }
+  if (close_if_drained()) return false;
   transport_.events().on_credit(*this);
+  return true;
+}
+
+bool TcpOutbound::close_if_drained() {
+  if (!peer_draining_ || tail_ != acked_ || state_ != State::kUp) return false;
+  drop("the peer is shutting down and acknowledged everything sent to it", true, true);
   return true;
 }
 

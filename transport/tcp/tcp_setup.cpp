@@ -329,14 +329,15 @@ void TcpInbound::fail(std::string_view reason, bool clean) {
   if (slots_in_use() == 0) transport_.reap(this);
 }
 
-void TcpInbound::pause() {
-  paused_ = true;
-  update_interest();
+void TcpInbound::drain() {
+  if (state_ != State::kUp) return;
+  draining_ = true;
+  send_control(FrameHeader{FrameType::kBye}, {});
 }
 
 void TcpInbound::update_interest() {
   if (fd_ < 0) return;
-  uint32_t ev = (paused_ ? 0u : uint32_t{EPOLLIN}) | (want_write_ ? uint32_t{EPOLLOUT} : 0u);
+  uint32_t ev = EPOLLIN | (want_write_ ? uint32_t{EPOLLOUT} : 0u);
   transport_.loop().modify(fd_, ev, this);
 }
 
@@ -488,6 +489,7 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   acked_ = written_ = tail_ = 0;
   written_off_ = 0;
   backoff_.reset();
+  peer_draining_ = false;
   state_ = State::kUp;
   log().info("outbound link up: {} at {} ({} credits)", peer_name_, params_.address.to_string(),
              peer_slots_);
@@ -495,7 +497,7 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   transport_.events().on_credit(*this);
 }
 
-void TcpOutbound::drop(std::string_view reason, bool retry) {
+void TcpOutbound::drop(std::string_view reason, bool retry, bool planned) {
   bool was_up = state_ == State::kUp;
   if (timer_) transport_.loop().cancel(timer_);
   timer_ = 0;
@@ -517,7 +519,7 @@ void TcpOutbound::drop(std::string_view reason, bool retry) {
   for (uint64_t i = last; i-- > first;) {
     transport_.events().on_returned(*this, tx_[i % tx_.size()].cookie);
   }
-  if (was_up) report_down(transport_.events(), reason, retry, last - first);
+  if (was_up) report_down(transport_.events(), reason, retry, last - first, planned);
   if (retry) schedule_reconnect();
 }
 

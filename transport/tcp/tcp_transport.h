@@ -32,7 +32,7 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
 
   void on_io(uint32_t events) override;
   void release(Slot& slot, const Outcome* outcome) override;
-  void pause() override;
+  void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
   bool closed() const { return state_ == State::kClosed; }
@@ -68,8 +68,8 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   TcpTransport& transport_;
   int fd_;
   State state_ = State::kHello;
-  bool paused_ = false;
   bool want_write_ = false;
+  bool draining_ = false;  // our BYE went out: the peer's close is the expected end
   EventLoop::TimerId hello_timer_ = 0;
   // Pre-shared key admission: the hello as received and the challenge sent (auth.h).
   std::array<std::byte, kHelloSize> hello_{};
@@ -125,9 +125,11 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   void handle_welcome(const FrameHeader& h, std::span<const std::byte> body);
   // The peer failed (or skipped) authentication: logged as an error, retried slowly.
   void refuse_peer(std::string_view why);
-  void drop(std::string_view reason, bool retry);
+  void drop(std::string_view reason, bool retry, bool planned = false);
   void schedule_reconnect();
   // tcp_datapath.cpp
+  // The peer drains (its BYE): once nothing sent is unacknowledged, close (and retry).
+  bool close_if_drained();
   bool read_control();
   bool handle_credit(const FrameHeader& h);
   bool handle_outcome(const FrameHeader& h, std::span<const std::byte> body);
@@ -141,6 +143,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   int fd_ = -1;
   bool want_write_ = false;
   bool flush_scheduled_ = false;
+  bool peer_draining_ = false;  // its BYE came: no credits, close when all is acknowledged
   Backoff backoff_;
   uint64_t connects_ = 0;
   EventLoop::TimerId timer_ = 0;

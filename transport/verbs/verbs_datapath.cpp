@@ -75,7 +75,7 @@ bool VerbsInbound::poll_cq() {
         case kSendControl:
           watch_.completed();
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
-          if (pending_credits_ || !pending_outcomes_.empty()) flush_credits();
+          if (pending_credits_ || !pending_outcomes_.empty() || bye_pending_) flush_credits();
           break;
         case kRecvAuth:
           on_auth(wc[i]);
@@ -189,14 +189,21 @@ void VerbsInbound::flush_credits() {
   }
   pending_outcomes_.clear();
   outcomes_posted_ = 0;
-  if (pending_credits_ == 0) return;
-  if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
-  std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
-  FrameHeader c{FrameType::kCredit};
-  c.credits = pending_credits_;
-  encode_header(c, buf);
-  if (!post_control(buf, kFrameHeaderSize)) return;
-  pending_credits_ = 0;
+  if (pending_credits_ != 0) {
+    if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
+    std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
+    FrameHeader c{FrameType::kCredit};
+    c.credits = pending_credits_;
+    encode_header(c, buf);
+    if (!post_control(buf, kFrameHeaderSize)) return;
+    pending_credits_ = 0;
+  }
+  // Draining: the sender's control receives have room for it (kControlSpare).
+  if (bye_pending_ && sq_outstanding_ < sq_depth_) {
+    std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
+    encode_header(FrameHeader{FrameType::kBye}, buf);
+    if (post_control(buf, kFrameHeaderSize)) bye_pending_ = false;
+  }
 }
 
 bool VerbsInbound::post_control(std::byte* frame, uint32_t length) {
@@ -241,7 +248,7 @@ void VerbsInbound::schedule_watch() {
 // ---------------------------------------------------------------- outbound (sender)
 
 uint32_t VerbsOutbound::credits() const {
-  if (state_ != State::kUp) return 0;
+  if (state_ != State::kUp || peer_draining_) return 0;
   uint32_t by_credit = cap_ - static_cast<uint32_t>(tail_ - acked_);
   uint32_t by_queue = sq_depth_ - sq_outstanding_;
   return std::min(by_credit, by_queue);
@@ -403,6 +410,13 @@ void VerbsOutbound::on_control_frame(const ibv_wc& wc) {
     if (!post_control_receive(index)) return drop("ibv_post_recv failed", true);
     return;
   }
+  if (wc.byte_len == kFrameHeaderSize && h.type == FrameType::kBye) {
+    // The peer drains: what was sent is acknowledged as it passes, nothing more is sent.
+    if (!post_control_receive(index)) return drop("ibv_post_recv failed", true);
+    peer_draining_ = true;
+    close_if_drained();
+    return;
+  }
   if (wc.byte_len != kFrameHeaderSize || h.type != FrameType::kCredit) {
     return drop("unexpected control frame", true);
   }
@@ -414,6 +428,13 @@ void VerbsOutbound::on_control_frame(const ibv_wc& wc) {
     ++acked_;
     transport_.events().on_acked(*this, cookie);
   }
+  close_if_drained();
+}
+
+bool VerbsOutbound::close_if_drained() {
+  if (!peer_draining_ || tail_ != acked_ || state_ != State::kUp) return false;
+  drop("the peer is shutting down and acknowledged everything sent to it", true, true);
+  return true;
 }
 
 // An outcome names the slot its frame took in the peer's ring, and the frame's origin, seq and

@@ -640,17 +640,21 @@ void VerbsInbound::fail(std::string_view reason) {
   // The QP goes now: no more DMA into the ring. The ring itself stays until the node has
   // released every slot it still holds.
   conn_.qp.reset();
-  if (was_up) {
+  if (was_up && draining_) {
+    log().info("inbound link from {} ({}) closed: {} (we drain)", peer_.name, peer_.address,
+               reason);
+    transport_.events().on_inbound_down(*this, reason);
+  } else if (was_up) {
     log().warn("inbound link from {} ({}) closed: {}", peer_.name, peer_.address, reason);
     transport_.events().on_inbound_down(*this, reason);
   }
   if (slots_in_use() == 0) transport_.reap(this);
 }
 
-void VerbsInbound::pause() {
-  // Over verbs the sender writes into our memory by itself; "not taking new data" means not
-  // returning credits, which the node achieves by not releasing. Nothing to stop here.
-  paused_ = true;
+void VerbsInbound::drain() {
+  if (state_ != State::kUp) return;
+  draining_ = bye_pending_ = true;
+  flush_credits();
 }
 
 // ---------------------------------------------------------------- outbound setup
@@ -834,6 +838,7 @@ void VerbsOutbound::link_up() {
              params_.write ? "RDMA WRITE with immediate" : "SEND",
              transport_.identity().auth ? ", authenticated" : "");
   acked_at_last_probe_ = 0;
+  peer_draining_ = false;
   watch_.reset();
   schedule_probe();
   transport_.events().on_outbound_up(*this);
@@ -896,7 +901,7 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
   }
 }
 
-void VerbsOutbound::drop(std::string_view reason, bool retry) {
+void VerbsOutbound::drop(std::string_view reason, bool retry, bool planned) {
   bool was_up = state_ == State::kUp;
   bool connected = was_up || state_ == State::kAuthenticating;
   if (timer_) transport_.loop().cancel(timer_);
@@ -918,7 +923,7 @@ void VerbsOutbound::drop(std::string_view reason, bool retry) {
     transport_.events().on_returned(*this, cookies_[i % cookies_.size()]);
   }
   if (was_up) {
-    report_down(transport_.events(), reason, retry, last - first);
+    report_down(transport_.events(), reason, retry, last - first, planned);
   } else {
     log().debug("connect to {} failed: {}", peer_name_, reason);
   }

@@ -105,7 +105,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
                    std::span<const std::byte> private_data) override;
   bool poll_cq() override;
   void release(Slot& slot, const Outcome* outcome) override;
-  void pause() override;
+  void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
   void fail(std::string_view reason);
@@ -134,7 +134,8 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   VerbsTransport& transport_;
   Connection conn_;
   State state_ = State::kAccepting;
-  bool paused_ = false;
+  bool bye_pending_ = false;  // drain(): a BYE to post after the pending credits
+  bool draining_ = false;     // drain() was called: the peer's disconnect is the expected end
   // Both must hold before the link is up: rdma_cm's ESTABLISHED and the AUTH completion can
   // come in either order (two event channels).
   bool established_ = false;
@@ -184,8 +185,10 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   void refuse_peer(std::string_view why);
   // The peer's ring is known (peer_): credits flow.
   void link_up();
-  void drop(std::string_view reason, bool retry);
+  void drop(std::string_view reason, bool retry, bool planned = false);
   void schedule_reconnect();
+  // The peer drains (its BYE): once nothing sent is unacknowledged, close (and retry).
+  bool close_if_drained();
   bool post_control_receive(uint32_t index);
   // Liveness: see verbs_datapath.cpp.
   void schedule_probe();
@@ -201,6 +204,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   State state_ = State::kBackoff;
   Backoff backoff_;
   bool established_once_ = false;
+  bool peer_draining_ = false;  // its BYE came: no credits, close when all is acknowledged
   EventLoop::TimerId timer_ = 0;
   EventLoop::TimerId probe_timer_ = 0;
   uint64_t acked_at_last_probe_ = 0;

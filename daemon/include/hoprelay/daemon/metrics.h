@@ -60,6 +60,8 @@ class NodeMetrics {
   prometheus::Gauge& slots_in_use();
   prometheus::Gauge& queued(const std::string& peer);
   prometheus::Gauge& credits(const std::string& peer);
+  // Frames sent to the peer and not acknowledged when its link failed: sent again.
+  prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
   LatencyHistogram& stage_seconds(const std::string& stage);
   LatencyHistogram& residence_seconds();
@@ -87,6 +89,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* slots_;
   prometheus::Family<prometheus::Gauge>* queued_;
   prometheus::Family<prometheus::Gauge>* credits_;
+  prometheus::Family<prometheus::Counter>* replayed_;
   prometheus::Family<prometheus::Gauge>* link_slots_;
   std::shared_ptr<HistogramFamily> stage_seconds_;
   std::shared_ptr<HistogramFamily> residence_seconds_;

@@ -111,6 +111,7 @@ class Node final : public transport::LinkEvents {
     PeerMetrics metrics;
     prometheus::Gauge* queued = nullptr;
     prometheus::Gauge* credits = nullptr;
+    prometheus::Counter* replayed = nullptr;
     bool was_up = false;
     bool warned_too_large = false;
     bool retiring = false;  // removed by a reload: closed once its messages are acknowledged

@@ -71,8 +71,10 @@ class InboundLink {
   // `outcome`: null when the message was delivered, else what became of it (copied: the
   // sender learns it before the credit).
   virtual void release(Slot& slot, const Outcome* outcome) = 0;
-  // Stops taking new frames from this peer (drain); frames already received stay valid.
-  virtual void pause() = 0;
+  // Drain: asks the sender to send nothing more (a BYE frame). Frames already on their way are
+  // taken as usual; the sender closes the link once all it sent is acknowledged, so a planned
+  // stop leaves it nothing to replay (on_inbound_down tells when).
+  virtual void drain() = 0;
   virtual uint32_t slots_in_use() const = 0;
   // The link's ring size (0 before the link is up).
   virtual uint32_t slots() const = 0;
@@ -113,9 +115,10 @@ class OutboundLink {
 
  protected:
   // The common end of a transport's drop, after it has returned the `unacknowledged` frames:
-  // logs the link going down (a warning) or closing on purpose (info), and tells the owner.
-  void report_down(LinkEvents& events, std::string_view reason, bool retry,
-                   uint64_t unacknowledged);
+  // logs the link going down (a warning), closing on purpose or closed by a peer that drained
+  // (`planned`: info), and tells the owner.
+  void report_down(LinkEvents& events, std::string_view reason, bool retry, uint64_t unacknowledged,
+                   bool planned = false);
 
   std::string peer_name_;
   uint64_t peer_next_seq_ = 0;

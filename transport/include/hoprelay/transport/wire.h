@@ -34,7 +34,9 @@ enum class FrameType : uint8_t {
   kReject = 3,   // receiver -> sender: not admitted; payload is the reason text
   kData = 4,     // sender -> receiver: one message, into slot `slot`
   kCredit = 5,   // receiver -> sender: `credits` more slots released (acknowledges the oldest)
-  kBye = 6,      // either side: closing on purpose (drain), not a failure
+  // Closing on purpose, not a failure. Sender -> receiver: the sender is done. Receiver ->
+  // sender: the receiver drains: send nothing more, and close once all sent is acknowledged.
+  kBye = 6,
   // Pre-shared key admission (auth.h), only when the topology names an auth_key_file:
   kChallenge = 7,  // receiver -> sender (TCP): a fresh nonce to answer (kNonceSize bytes)
   kAuth = 8,       // sender -> receiver: client nonce + MAC over the challenge and the hello
