@@ -327,7 +327,7 @@ bool TcpOutbound::read_control() {
         transport_.events().on_refused(*this, reason);
         return false;
       } else if (h.type == FrameType::kBye) {
-        drop("peer is shutting down", true);
+        drop("peer is shutting down", true, true);
         return false;
       } else {
         drop("unexpected frame type on an outbound link", true);

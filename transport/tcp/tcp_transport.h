@@ -64,6 +64,8 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   bool start_data(const FrameHeader& h);
   void deliver(Slot& slot);
   bool flush_control();
+  // BYE to the sender when the node stops on purpose (the destructor).
+  void say_bye();
 
   TcpTransport& transport_;
   int fd_;
@@ -125,7 +127,8 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   void handle_welcome(const FrameHeader& h, std::span<const std::byte> body);
   // The peer failed (or skipped) authentication: logged as an error, retried slowly.
   void refuse_peer(std::string_view why);
-  void drop(std::string_view reason, bool retry);
+  // `planned`: the peer said BYE (it stops on purpose), logged at info, not as a warning.
+  void drop(std::string_view reason, bool retry, bool planned = false);
   void schedule_reconnect();
   // tcp_datapath.cpp
   bool read_control();

@@ -114,8 +114,9 @@ class OutboundLink {
  protected:
   // The common end of a transport's drop, after it has returned the `unacknowledged` frames:
   // logs the link going down (a warning) or closing on purpose (info), and tells the owner.
-  void report_down(LinkEvents& events, std::string_view reason, bool retry,
-                   uint64_t unacknowledged);
+  // `planned`: the peer said it was stopping (BYE), so the drop is no failure: info as well.
+  void report_down(LinkEvents& events, std::string_view reason, bool retry, uint64_t unacknowledged,
+                   bool planned = false);
 
   std::string peer_name_;
   uint64_t peer_next_seq_ = 0;
