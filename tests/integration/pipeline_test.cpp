@@ -306,6 +306,16 @@ TEST(Pipeline, StatusWatchPipedPrintsOneTableAfterAnother) {
   EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(\n\npipeline it \()"))) << out;
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(\nb +up +tcp +1 +0/0 )"))) << out;
+  // On a terminal (script(1) gives it one): the screen cleared and homed before each table.
+  RunResult tty = run({"/usr/bin/script", "-qec",
+                       "timeout 2 " + std::string(HOPRELAY_BIN) +
+                           " status --watch --interval 0.2 --topology " + p.topology().string(),
+                       "/dev/null"},
+                      30s);
+  const std::string clear = "\x1b[H\x1b[2Jpipeline it (";
+  size_t first = tty.output.find(clear);
+  ASSERT_NE(first, std::string::npos) << tty.output;
+  EXPECT_NE(tty.output.find(clear, first + 1), std::string::npos) << tty.output;
   p.stop_all();
 }
 
