@@ -21,6 +21,8 @@ test_pkgs=(
   prometheus  # the server and promtool, for tests/integration/prometheus_test.cpp
   netcat-openbsd  # bench/client.sh: the plain TCP pipe the stream is compared with
   e2fsprogs  # mkfs.ext4: each cluster guest's own disk (tests/cluster)
+  graphviz  # dot: README's `hoprelay graph ... | dot -Tpng`, run by integration.Cli.ReadmeGraph*
+  lintian  # tests/package/test_deb.sh: no lintian errors in the packages
 )
 
 want=("${build_pkgs[@]}")

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/build_info.h"
 #include "hoprelay/stages/pattern.h"
 #include "hoprelay/transport/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   using namespace hoprelay;
   CLI::App app{"hoprelay: validate, draw and feed hoprelay pipelines"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", daemon::version_text("hoprelay"),
+                       "Print the version, commit, stage ABI and wire protocol, and exit");
 
   std::string path;
   auto* validate = app.add_subcommand("validate", "Check a topology file; exit 78 on errors");
@@ -57,6 +60,10 @@ int main(int argc, char** argv) {
   status->add_option("--topology,-t", path, "Topology TOML file")->required();
   status->add_option("--interval", interval_s, "Seconds between the two scrapes that give rates")
       ->check(CLI::Range(0.1, 60.0));
+  bool watch = false;
+  status->add_flag("--watch,-w", watch,
+                   "Refresh every --interval until interrupted: in place on a terminal (like "
+                   "top), one table after another when piped");
 
   const std::map<std::string, client::Framing> framings{{"raw", client::Framing::kRaw},
                                                         {"lines", client::Framing::kLines},
@@ -70,8 +77,9 @@ int main(int argc, char** argv) {
   std::string log_level = "warn";
   send->add_option("--topology,-t", path, "Topology TOML file")->required();
   send->add_option("--to", to, "Head node to send to")->required();
-  auto* file_opt = send->add_option("--file", opts.file, "Send this file, cut into messages")
-                       ->check(CLI::ExistingFile);
+  // Not CLI::ExistingFile: a missing file is an unreadable one (exit 1 and the reason, as
+  // docs/operations.md says), not a usage error.
+  auto* file_opt = send->add_option("--file", opts.file, "Send this file, cut into messages");
   auto* stdin_opt = send->add_flag("--stdin", opts.stdin_stream,
                                    "Send standard input, cut into messages (see --framing)");
   auto* count_opt = send->add_option("--count", count, "Generate this many messages");
@@ -142,11 +150,16 @@ int main(int argc, char** argv) {
 
   if (validate->parsed()) {
     if (!validate_node.empty() && !topology->find(validate_node)) {
-      std::cerr << path << ": error: no node \"" << validate_node << "\" in the topology\n";
+      std::string names;
+      for (const auto& n : topology->nodes) names += (names.empty() ? "" : ", ") + n.name;
+      std::cerr << path << ": error: no node \"" << validate_node
+                << "\" in the topology (nodes: " << names << "); pass --node NAME\n";
       return kExitConfig;
     }
     for (const auto& w : topology->warnings()) std::cerr << w.format() << "\n";
-    std::cout << "ok: " << topology->nodes.size() << " nodes, " << topology->link_count()
+    std::cout << "ok: pipeline \"" << topology->name << "\""
+              << (topology->name_defaulted ? " (name defaulted from the file name)" : "") << ", "
+              << topology->nodes.size() << " nodes, " << topology->link_count()
               << " links, messages up to " << topology->max_message() << " bytes\n";
     return 0;
   }
@@ -155,8 +168,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (status->parsed()) {
-    return client::run_status(*topology,
-                              std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
+    auto interval = std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000));
+    if (watch) client::watch_status(*topology, interval);
+    return client::run_status(*topology, interval);
   }
 
   if (recv->parsed()) {
@@ -192,6 +206,7 @@ int main(int argc, char** argv) {
   }
   opts.topology = path;
   opts.head = to;
+  opts.head_address = head->listen.to_string();
   opts.size = static_cast<uint32_t>(size);
   opts.count = count;
   opts.connect_timeout_ms = connect_timeout * 1000;

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -270,6 +273,42 @@ class Outcomes {
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> by_place_;
 };
 
+// While the producer waits for the head to accept it (up to --connect-timeout), one line a
+// second on a terminal, so that a head that is down is not 30 s of silence. Not when stderr
+// is a file or a pipe: scripts and logs get the one error line at the end instead.
+class WaitingNotice {
+ public:
+  WaitingNotice(const SendOptions& o) {
+    if (!::isatty(STDERR_FILENO)) return;
+    thread_ = std::thread([this, o] {
+      std::unique_lock lock(mutex_);
+      for (int s = 1; !cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; }); ++s) {
+        std::fprintf(stderr,
+                     "hoprelay send: waiting for %s (node %s) to accept: is hoprelayd running "
+                     "there? (%d s of %d)\n",
+                     o.head_address.c_str(), o.head.c_str(), s, o.connect_timeout_ms / 1000);
+      }
+    });
+  }
+  // The wait is over (connected, refused or timed out).
+  void stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  ~WaitingNotice() { stop(); }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 int run_send(const SendOptions& o) {
@@ -295,7 +334,9 @@ int run_send(const SendOptions& o) {
   }
   uint64_t messages = 0;
   try {
+    WaitingNotice waiting(o);
     Producer p(o.topology, o.head, &po);
+    waiting.stop();
     Sender s(p, o);
     auto t0 = Clock::now();
     messages = input >= 0 ? send_stream(p, s, o, input) : send_generated(p, s, o);

@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <sstream>
 #include <thread>
@@ -78,7 +80,8 @@ std::optional<std::string> fetch_metrics(const config::Endpoint& address,
   return body;
 }
 
-int run_status(const config::Topology& topology, std::chrono::milliseconds interval) {
+int run_status(const config::Topology& topology, std::chrono::milliseconds interval,
+               bool clear_screen) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   constexpr auto kTimeout = std::chrono::milliseconds(1000);
   std::vector<Row> rows;
@@ -99,6 +102,8 @@ int run_status(const config::Topology& topology, std::chrono::milliseconds inter
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  // Cleared only now, after the scrapes, so that the table is never off the screen for long.
+  if (clear_screen) std::printf("\x1b[H\x1b[2J");
   std::printf("pipeline %s (%s): %zu nodes, %zu links\n", topology.name.c_str(),
               topology.path.c_str(), topology.nodes.size(), topology.link_count());
   std::printf("%-14s %-5s %-9s %-7s %-7s %10s %10s %6s %7s %8s %7s\n", "NODE", "STATE", "TRANSPORT",
@@ -146,6 +151,17 @@ int run_status(const config::Topology& topology, std::chrono::milliseconds inter
   }
   curl_global_cleanup();
   return status;
+}
+
+void watch_status(const config::Topology& topology, std::chrono::milliseconds interval) {
+  // On a terminal, in place like top(1); into a pipe or a file, one block after another (an
+  // empty line between them), each flushed as it is complete.
+  const bool terminal = ::isatty(STDOUT_FILENO);
+  for (bool first = true;; first = false) {
+    if (!terminal && !first) std::printf("\n");
+    run_status(topology, interval, terminal);
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace hoprelay::client

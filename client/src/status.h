@@ -22,8 +22,13 @@ double sum(const Samples& s, const std::string& metric, const std::string& label
 std::optional<std::string> fetch_metrics(const config::Endpoint& address,
                                          std::chrono::milliseconds timeout);
 
-// Scrapes every node twice, `interval` apart, and prints one table. Returns 0 when every node
-// with a metrics address answered, 1 otherwise.
-int run_status(const config::Topology& topology, std::chrono::milliseconds interval);
+// Scrapes every node twice, `interval` apart, and prints one table (after clearing the
+// terminal with `clear_screen`). Returns 0 when every node with a metrics address answered, 1
+// otherwise.
+int run_status(const config::Topology& topology, std::chrono::milliseconds interval,
+               bool clear_screen = false);
+// run_status() again and again until interrupted: a new table every `interval` or so.
+[[noreturn]] void watch_status(const config::Topology& topology,
+                               std::chrono::milliseconds interval);
 
 }  // namespace hoprelay::client

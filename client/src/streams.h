@@ -28,9 +28,10 @@ enum class Framing { kRaw, kLines, kLength };
 struct SendOptions {
   std::string topology;  // the path given on the command line
   std::string head;
-  uint64_t count = 0;    // generated messages, when neither file nor stdin
-  uint32_t size = 1024;  // generated size, or raw framing's message size
-  std::string file;      // send this file
+  std::string head_address;  // the head's listen HOST:PORT, for the waiting notice
+  uint64_t count = 0;        // generated messages, when neither file nor stdin
+  uint32_t size = 1024;      // generated size, or raw framing's message size
+  std::string file;          // send this file
   bool stdin_stream = false;
   Framing framing = Framing::kRaw;
   double rate = 0;  // messages per second; 0 = as fast as credits allow

@@ -199,11 +199,11 @@ class Validator {
     }
 
     Settings defaults;
-    if (pipeline) {
-      parse_pipeline(*pipeline, topology, defaults);
-    } else if (!suggested.count("pipeline")) {
-      error({}, "missing [pipeline] table (it needs at least: name = \"...\")");
-    }
+    // [pipeline] is optional (every key of it has a default), so a first topology needs only
+    // its nodes. A misspelt table is reported as such, and its name not defaulted on top.
+    bool name_given = suggested.count("pipeline") > 0;
+    if (pipeline) name_given = parse_pipeline(*pipeline, topology, defaults);
+    if (!name_given) default_name(topology);
     topology.transport = defaults.transport;
     topology.slot_size = defaults.slot_size;
     topology.slots = defaults.slots;
@@ -383,11 +383,25 @@ class Validator {
     topology.auth_key_file_pos = e.value_pos;
   }
 
-  void parse_pipeline(const toml::node& node, Topology& topology, Settings& defaults) {
+  // The pipeline's name when the file gives none: the file's base name without ".toml"
+  // (/etc/hoprelay/topology.toml -> "topology"), said so by `hoprelay validate`.
+  void default_name(Topology& topology) {
+    std::string base = path_.substr(path_.find_last_of('/') + 1);
+    if (base.ends_with(".toml")) base.resize(base.size() - 5);
+    if (base.empty()) {
+      error({}, "no pipeline name: the file name gives none; set name = \"...\" in [pipeline]");
+      return;
+    }
+    topology.name = base;
+    topology.name_defaulted = true;
+  }
+
+  // Returns whether the table gives a name (or a misspelling of "name" was reported).
+  bool parse_pipeline(const toml::node& node, Topology& topology, Settings& defaults) {
     const toml::table* table = node.as_table();
     if (!table) {
       error(pos_of(node.source()), "pipeline must be a table, got " + std::string(type_name(node)));
-      return;
+      return true;
     }
     bool has_name = false;
     std::set<std::string_view> suggested;
@@ -405,9 +419,7 @@ class Validator {
         unknown_key(e, "in [pipeline]", kPipelineKeys, &suggested);
       }
     }
-    if (!has_name && !suggested.count("name")) {
-      error(pos_of(table->source()), "[pipeline] is missing required key \"name\"");
-    }
+    return has_name || suggested.count("name") > 0;
   }
 
   void check_node_name(const RawNode& raw) {

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/build_info.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/transport/log.h"
 #include "spdlog/pattern_formatter.h"
@@ -49,6 +50,21 @@ std::string pin_to_cpu(uint32_t cpu) {
 
 constexpr int kExitConfig = 78;       // EX_CONFIG
 constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: cannot start (port, device, memlock)
+
+// The unit's StateDirectory=: systemd creates it, owned by the service user, before the start.
+constexpr std::string_view kStateDirectory = "/var/lib/hoprelay";
+
+// A stage that cannot write under the state directory because it does not exist: that is
+// because hoprelayd runs outside systemd, which would have created it. Empty otherwise.
+std::string state_directory_hint(std::string_view stage_error) {
+  if (stage_error.find(std::string(kStateDirectory) + "/") == std::string_view::npos) return "";
+  if (::access(std::string(kStateDirectory).c_str(), F_OK) == 0) return "";
+  return fmt::format(
+      "{0} does not exist: under systemd the unit's StateDirectory=hoprelay creates it; outside "
+      "systemd create it (install -d -o hoprelay -g hoprelay {0}, or owned by whoever runs "
+      "hoprelayd) or point the stage's paths elsewhere",
+      kStateDirectory);
+}
 
 std::string short_hostname() {
   char buf[256] = {};
@@ -150,6 +166,9 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string log_format = "text";
   double drain_timeout_s = 10.0;
+  app.set_version_flag(
+      "--version", daemon::version_text("hoprelayd"),
+      "Print the version, commit, stage ABI, wire protocol and transports, and exit");
   app.add_option("--topology,-t", topology_path, "Topology TOML file")->required();
   app.add_option("--node,-n", node_name, "Node to run (default: hostname -s)");
   app.add_option("--log-format", log_format,
@@ -231,6 +250,7 @@ int main(int argc, char** argv) {
     node->start();
   } catch (const stages::StageError& e) {
     spdlog::error("{}", e.what());
+    if (std::string hint = state_directory_hint(e.what()); !hint.empty()) spdlog::error("{}", hint);
     notifier.status(e.what());
     return kExitConfig;
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "hoprelay/daemon/metrics.h"
 
+#include "hoprelay/daemon/build_info.h"
+
 #include "hoprelay/transport/slot_ring.h"
 
 #include <prometheus/counter.h>
@@ -8,6 +10,12 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -125,30 +133,72 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                       .Name("hoprelay_config_info")
                       .Help("Always 1; `hash` is the FNV-1a hash of the topology file in force")
                       .Register(r);
+  const BuildInfo& build = build_info();  // the same as --version says
   BuildGauge()
       .Name("hoprelay_build_info")
-      .Help("Version and transport of this hoprelayd")
+      .Help("Version, commit, stage ABI, wire protocol and transport of this hoprelayd")
       .Register(r)
-      .Add({{"version", HOPRELAY_VERSION}, {"transport", transport}, {"node", node}})
+      .Add({{"version", std::string(build.version)},
+            {"commit", std::string(build.commit)},
+            {"stage_abi", build.stage_abi},
+            {"protocol", build.protocol},
+            {"transport", transport},
+            {"node", node}})
       .Set(1);
-  if (bind) {
-    std::string where = bind->to_string();
-    try {
-      exposer_ = std::make_unique<prometheus::Exposer>(where, 1);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("cannot serve metrics on " + where + " (" + e.what() +
-                               "): is the port in use? change `metrics` in the topology");
+  // The device's port state and hardware counters: what a verbs link failure is read against.
+  if (transport == "verbs") rdma_ = std::make_shared<RdmaHealthCollector>();
+  bind_ = bind;
+}
+
+namespace {
+
+// Why `where` cannot be bound, by trying it (the metrics server only says "possible problem
+// binding to port"): the errno of bind(2), or 0 if it can be bound now.
+int probe_bind(const config::Endpoint& where) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(where.port);
+  if (getaddrinfo(where.host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return EINVAL;
+  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int err = ::bind(fd, res->ai_addr, res->ai_addrlen) == 0 ? 0 : errno;
+  ::close(fd);
+  freeaddrinfo(res);
+  return err;
+}
+
+}  // namespace
+
+void NodeMetrics::serve() {
+  if (!bind_ || exposer_) return;
+  std::string where = bind_->to_string();
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(where, 1);
+  } catch (const std::exception& e) {
+    int err = probe_bind(*bind_);
+    if (err == EADDRINUSE) {
+      throw std::runtime_error("cannot serve metrics on " + where +
+                               ": the port is in use by another process (perhaps another "
+                               "hoprelayd for this node; `ss -ltnp` names it): stop it or "
+                               "change `metrics` in the topology");
     }
-    exposer_->RegisterCollectable(registry_);
-    exposer_->RegisterCollectable(stage_seconds_);
-    exposer_->RegisterCollectable(residence_seconds_);
-    exposer_->RegisterCollectable(process_);
-    // The device's port state and hardware counters: what a verbs link failure is read against.
-    if (transport == "verbs") {
-      rdma_ = std::make_shared<RdmaHealthCollector>();
-      exposer_->RegisterCollectable(rdma_);
+    if (err == EADDRNOTAVAIL) {
+      throw std::runtime_error("cannot serve metrics on " + where +
+                               ": not an address of this host: change `metrics` in the "
+                               "topology (is this the right --node?)");
     }
+    throw std::runtime_error("cannot serve metrics on " + where + " (" + e.what() +
+                             (err ? std::string(": ") + std::strerror(err) : "") +
+                             "): change `metrics` in the topology");
   }
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(stage_seconds_);
+  exposer_->RegisterCollectable(residence_seconds_);
+  exposer_->RegisterCollectable(process_);
+  if (rdma_) exposer_->RegisterCollectable(rdma_);
 }
 
 NodeMetrics::~NodeMetrics() = default;

@@ -151,6 +151,9 @@ Node::~Node() {
 void Node::start() {
   uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_->upstream.size()));
   transport_->listen({spec_->listen, spec_->slots, spec_->slot_size, links});
+  // After the listen address: a stray second instance of this node is told so by the listen
+  // error ("another hoprelayd for this node") rather than by the metrics port's.
+  metrics_->serve();
   for (auto& d : downstream_) connect(*d);
   started_ = true;
 }

@@ -2,7 +2,7 @@
 // and counts, per origin, what was received once, received again (duplicates), never
 // received below the highest sequence seen (missing) and damaged (corrupt).
 //
-// It survives its own crash: every verdict is appended to REPORT.log (one write() before the
+// It survives its own crash: every verdict is appended to REPORT.verdicts (one write() before the
 // stage returns, i.e. before the message is acknowledged upstream), and a restarted sink
 // resumes from that log. A message the previous run consumed but had not acknowledged when it
 // died is replayed by the upstream; it is counted as `redelivered`, not as a duplicate:
@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -40,7 +41,7 @@ struct OriginCounts {
 
 enum class Verdict : uint32_t { kReceived = 1, kDuplicate = 2, kCorrupt = 3, kRedelivered = 4 };
 
-// One line of REPORT.log: what happened to one message.
+// One record of REPORT.verdicts (binary, hence not .log): what happened to one message.
 struct LogRecord {
   uint32_t verdict;
   uint32_t origin;
@@ -62,9 +63,13 @@ class VerifySink {
  public:
   explicit VerifySink(const StageArgs& args) : report_(args.get_or("report", "")) {
     if (report_.empty()) throw std::invalid_argument("verify-sink needs a report parameter");
-    std::string log_path = report_ + ".log";
+    std::string log_path = report_ + ".verdicts";
     log_fd_ = ::open(log_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd_ < 0) throw std::invalid_argument("cannot open " + log_path);
+    // Named by the report, the parameter the operator wrote (the verdicts file goes next to it).
+    if (log_fd_ < 0) {
+      throw std::invalid_argument("cannot write report file " + report_ + ": " +
+                                  std::strerror(errno) + " (creating " + log_path + ")");
+    }
     resume();
     if (resumed_) {
       args.log(HOPRELAY_LOG_INFO, "resuming from " + log_path + " (" + std::to_string(resumed_) +

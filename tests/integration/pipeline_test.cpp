@@ -281,6 +281,44 @@ TEST(Pipeline, StatusShowsEveryNodeInOneTable) {
   p.stop_all();
 }
 
+TEST(Pipeline, StatusWatchPipedPrintsOneTableAfterAnother) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}}});
+  p.start_all();
+  // Piped (the test's log file): plain tables, no terminal control sequences.
+  Process watch(
+      {HOPRELAY_BIN, "status", "--watch", "--interval", "0.2", "--topology", p.topology().string()},
+      dir / "watch.log");
+  auto tables = [&] {
+    std::string out = watch.output();
+    size_t n = 0;
+    for (size_t at = out.find("\nNODE "); at != std::string::npos;
+         at = out.find("\nNODE ", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return tables() >= 3; }, 10s)) << watch.output();
+  EXPECT_TRUE(watch.running()) << watch.output();
+  watch.signal(SIGTERM);
+  watch.wait(5s);
+  std::string out = watch.output();
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\n\npipeline it \()"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(\nb +up +tcp +1 +0/0 )"))) << out;
+  // On a terminal (script(1) gives it one): the screen cleared and homed before each table.
+  RunResult tty = run({"/usr/bin/script", "-qec",
+                       "timeout 2 " + std::string(HOPRELAY_BIN) +
+                           " status --watch --interval 0.2 --topology " + p.topology().string(),
+                       "/dev/null"},
+                      30s);
+  const std::string clear = "\x1b[H\x1b[2Jpipeline it (";
+  size_t first = tty.output.find(clear);
+  ASSERT_NE(first, std::string::npos) << tty.output;
+  EXPECT_NE(tty.output.find(clear, first + 1), std::string::npos) << tty.output;
+  p.stop_all();
+}
+
 TEST(Pipeline, GarbageFromAStrangerClosesOnlyItsOwnLink) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
@@ -329,7 +367,20 @@ TEST(Cli, ValidateAndGraph) {
       << r.output;
   r = run({HOPRELAY_BIN, "validate", "--node", "a", (dir / "good.toml").string()});
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output, "ok: 3 nodes, 2 links, messages up to 4194304 bytes\n");
+  EXPECT_EQ(r.output, "ok: pipeline \"p\", 3 nodes, 2 links, messages up to 4194304 bytes\n");
+  // An unknown --node lists the nodes there are, as hoprelayd does.
+  r = run({HOPRELAY_BIN, "validate", "--node", "zz", (dir / "good.toml").string()});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_EQ(r.output, (dir / "good.toml").string() +
+                          ": error: no node \"zz\" in the topology (nodes: a, b, c); pass --node "
+                          "NAME\n");
+  // No pipeline name: the file's base name, and validate says so.
+  write_file(dir / "first.toml", "[nodes.a]\nlisten = \"127.0.0.1:1\"\n");
+  r = run({HOPRELAY_BIN, "validate", (dir / "first.toml").string()});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "ok: pipeline \"first\" (name defaulted from the file name), 1 nodes, 0 links, "
+            "messages up to 4194304 bytes\n");
   // Every error of the file, each with its position.
   r = run({HOPRELAY_BIN, "validate", (dir / "bad.toml").string()});
   EXPECT_EQ(r.code, 78);
@@ -348,11 +399,168 @@ TEST(Cli, ValidateAndGraph) {
   EXPECT_NE(r.output.find("\"a\" -> \"b\""), std::string::npos) << r.output;
 }
 
+TEST(Cli, SecondInstanceOfANodeIsToldSo) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {}}});
+  p.start_all();
+  // The same node again: its listen address is bound before its metrics port, so the hint
+  // names the likely cause (issue 16: the metrics error came first and said nothing of it).
+  RunResult r = run({HOPRELAYD_BIN, "--topology", p.topology().string(), "--node", "a"}, 20s);
+  EXPECT_EQ(r.code, 69) << r.output;
+  EXPECT_NE(
+      r.output.find("cannot start: listen address 127.0.0.1:" + std::to_string(p.node("a").port) +
+                    " is already in use: another process (or another hoprelayd for this "
+                    "node) holds the port; stop it or change `listen` in the topology"),
+      std::string::npos)
+      << r.output;
+  p.stop_all();
+
+  // Only the metrics port taken (by anything): that error says what to do too.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(p.node("a").metrics);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int one = 1;  // the scrapes above left connections in TIME_WAIT on that port
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  r = run({HOPRELAYD_BIN, "--topology", p.topology().string(), "--node", "a"}, 20s);
+  ::close(fd);
+  EXPECT_EQ(r.code, 69) << r.output;
+  EXPECT_NE(r.output.find("cannot start: cannot serve metrics on 127.0.0.1:" +
+                          std::to_string(p.node("a").metrics) +
+                          ": the port is in use by another process (perhaps another hoprelayd "
+                          "for this node; `ss -ltnp` names it): stop it or change `metrics` in "
+                          "the topology"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Cli, SendToAHeadThatIsDownSaysItWaitsOnATerminal) {
+  TempDir dir;
+  uint16_t port = free_port();
+  write_file(dir / "t.toml",
+             "[pipeline]\nname = \"p\"\ntransport = \"tcp\"\n[nodes.a]\nlisten = "
+             "\"127.0.0.1:" +
+                 std::to_string(port) + "\"\n");
+  std::string send = std::string(HOPRELAY_BIN) + " send --topology " + (dir / "t.toml").string() +
+                     " --to a --count 1 --connect-timeout 3";
+  const std::string waiting = "hoprelay send: waiting for 127.0.0.1:" + std::to_string(port) +
+                              " (node a) to accept: is hoprelayd running there? (";
+  // On a terminal (script(1), Debian's essential bsdutils, gives it one): a line a second, then
+  // the error.
+  RunResult r = run({"/usr/bin/script", "-qec", send, "/dev/null"}, 30s);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find(waiting + "1 s of 3)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(waiting + "2 s of 3)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no connection to a at 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << r.output;
+  // Into a pipe or a log: only the error.
+  r = run({HOPRELAY_BIN, "send", "--topology", (dir / "t.toml").string(), "--to", "a", "--count",
+           "1", "--connect-timeout", "2"});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output.find("waiting for"), std::string::npos) << r.output;
+  // A missing --file is an unreadable one: exit 1 and why (docs/operations.md), not a usage
+  // error, and before any wait for the head.
+  r = run({HOPRELAY_BIN, "send", "--topology", (dir / "t.toml").string(), "--to", "a", "--file",
+           (dir / "nope.bin").string()});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output, "hoprelay send: cannot read " + (dir / "nope.bin").string() +
+                          ": No such file or directory\n");
+}
+
+TEST(Cli, MissingStateDirectoryIsExplained) {
+  if (fs::exists("/var/lib/hoprelay")) {
+    GTEST_SKIP() << "/var/lib/hoprelay exists on this host: the hint is only for its absence";
+  }
+  TempDir dir;
+  write_file(
+      dir / "t.toml",
+      "[pipeline]\nname = \"p\"\ntransport = \"tcp\"\n[nodes.c]\nlisten = \"127.0.0.1:" +
+          std::to_string(free_port()) +
+          "\"\nstage = { plugin = \"file-sink\", path = \"/var/lib/hoprelay/c.records\" }\n");
+  RunResult r = run({HOPRELAYD_BIN, "--topology", (dir / "t.toml").string(), "--node", "c"});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find("/var/lib/hoprelay does not exist: under systemd the unit's "
+                          "StateDirectory=hoprelay creates it; outside systemd create it"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Cli, ReadmeGraphCommandMakesAPng) {
+  // The README's line, as written, in a directory with a topology.toml (the demo's), with this
+  // build's hoprelay first on PATH and Graphviz's dot (scripts/install-deps.sh installs it).
+  std::string readme = read_file(fs::path(HOPRELAY_SOURCE_DIR) / "README.md");
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(readme, m, std::regex(R"(\n(hoprelay graph [^\n#]*?) *(#[^\n]*)?\n)")))
+      << "no `hoprelay graph` line in README.md";
+  const std::string line = m[1];
+  ASSERT_NE(line.find("| dot -Tpng > topology.png"), std::string::npos) << line;
+  TempDir dir;
+  fs::copy_file(fs::path(HOPRELAY_SOURCE_DIR) / "config/examples/demo.toml", dir / "topology.toml");
+  RunResult r = run({"/bin/bash", "-c",
+                     "set -o pipefail; cd '" + dir.path().string() + "' && PATH='" +
+                         fs::path(HOPRELAY_BIN).parent_path().string() + "':$PATH " + line});
+  ASSERT_EQ(r.code, 0) << line << "\n" << r.output;
+  std::string png = read_file(dir / "topology.png");
+  ASSERT_GT(png.size(), 1000u) << line;
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+TEST(Cli, VersionSaysWhatWasBuilt) {
+  // Both binaries, exit 0, the same facts (one source: daemon/src/build_info.cpp), and no
+  // topology needed (hoprelayd's --topology is otherwise required).
+  const std::regex facts(
+      R"( \d+\.\d+\.\d+\ncommit: [0-9a-z-]+\nstage ABI: \d+\.\d+\nwire protocol: \d+\n)"
+      R"(transports: tcp, verbs\n$)");
+  RunResult d = run({HOPRELAYD_BIN, "--version"});
+  EXPECT_EQ(d.code, 0) << d.output;
+  EXPECT_TRUE(d.output.starts_with("hoprelayd ")) << d.output;
+  EXPECT_TRUE(std::regex_search(d.output, facts)) << d.output;
+  RunResult c = run({HOPRELAY_BIN, "--version"});
+  EXPECT_EQ(c.code, 0) << c.output;
+  EXPECT_TRUE(c.output.starts_with("hoprelay ")) << c.output;
+  EXPECT_EQ(c.output.substr(c.output.find(' ')), d.output.substr(d.output.find(' ')));
+}
+
 }  // namespace
 }  // namespace hoprelay::test
 
 namespace hoprelay::test {
 namespace {
+
+TEST(Logs, PlannedStopOfADownstreamIsInfoACrashAWarning) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}}});
+  p.start_all();
+  auto link_up = [&] {
+    return metric_value(scrape(p.node("a").metrics), "hoprelay_link_up", "peer=\"b\"") == 1;
+  };
+  ASSERT_TRUE(wait_until(link_up, 10s)) << p.proc("a").output();
+  // b stops on purpose: it says BYE, and a logs the close at info.
+  p.proc("b").signal(SIGTERM);
+  EXPECT_EQ(p.proc("b").wait(20s), 0);
+  const std::regex planned(
+      R"(info \[a\] [a-z.]+: outbound link to b closed: the peer is shutting down)");
+  ASSERT_TRUE(wait_until([&] { return std::regex_search(p.proc("a").output(), planned); }, 5s))
+      << p.proc("a").output();
+  EXPECT_EQ(p.proc("a").output().find("warning [a]"), std::string::npos) << p.proc("a").output();
+  // b killed: nothing said, so a warning as before.
+  p.start("b");
+  ASSERT_TRUE(wait_until(link_up, 10s)) << p.proc("a").output();
+  p.proc("b").signal(SIGKILL);
+  p.proc("b").wait(5s);
+  const std::regex crash(
+      R"(warning \[a\] [a-z.]+: outbound link to b down: peer closed the connection)");
+  EXPECT_TRUE(wait_until([&] { return std::regex_search(p.proc("a").output(), crash); }, 5s))
+      << p.proc("a").output();
+  p.start("b");
+  ASSERT_TRUE(wait_until(link_up, 10s)) << p.proc("a").output();
+  p.stop_all();
+}
 
 TEST(Logs, JsonFormatIsOneObjectPerLine) {
   TempDir dir;

@@ -421,6 +421,31 @@ TEST(Prometheus, ScrapesThePipelineAndSeesTheTraffic) {
   EXPECT_EQ(v("hoprelay_link_up", "a", "peer=\"b\",direction=\"out\""), 1);
   EXPECT_EQ(v("hoprelay_link_up", "b", "peer=\"c\",direction=\"out\""), 1);
 
+  // The Grafana dashboard, the way Grafana uses it: every panel's query, with the dashboard's
+  // variables as Grafana substitutes them (all nodes of the job), parses and returns a series.
+  std::string dashboard = read_file(source_root() / "docs" / "grafana-dashboard.json");
+  static const std::regex expr_re(R"re("expr": "((?:[^"\\]|\\.)*)")re");
+  size_t exprs = 0;
+  for (auto it = std::sregex_iterator(dashboard.begin(), dashboard.end(), expr_re);
+       it != std::sregex_iterator(); ++it) {
+    std::string expr = std::regex_replace((*it)[1].str(), std::regex(R"(\\")"), "\"");
+    expr = std::regex_replace(expr, std::regex(R"(\$job)"), "hoprelay");
+    expr = std::regex_replace(expr, std::regex(R"(\$instance)"), ".+");
+    expr = std::regex_replace(expr, std::regex(R"(\$__rate_interval)"), "1m");
+    ++exprs;
+    std::string json;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          json = api.query_json(expr);
+          return json.find("\"status\":\"success\"") != std::string::npos &&
+                 json.find("\"result\":[{") != std::string::npos;
+        },
+        10s))
+        << "dashboard query returns no series or does not parse: " << expr << "\n"
+        << json;
+  }
+  EXPECT_GE(exprs, 16u) << "panels' expr not found in docs/grafana-dashboard.json";
+
   // promtool lints what each node exposes, now that every series exists.
   for (const char* node : {"a", "b", "c"}) {
     std::string exposition = scrape(p.node(node).metrics);

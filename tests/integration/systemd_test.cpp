@@ -234,6 +234,16 @@ TEST(SystemdUnit, SysusersCreatesTheUserTheUnitRunsAs) {
   EXPECT_NE(unit.find("\nGroup=hoprelay\n"), std::string::npos);
 }
 
+// The unit's comments are what an operator reads first: they must not contradict the program
+// (issue 16: it said live reload was not implemented while SIGHUP reloads).
+TEST(SystemdUnit, CommentsSayReloadWorks) {
+  std::string unit = read_file(kSystemdDir / "hoprelayd@.service");
+  ASSERT_FALSE(unit.empty()) << kSystemdDir;
+  EXPECT_EQ(unit.find("not implemented"), std::string::npos);
+  EXPECT_NE(unit.find("\nExecReload=/bin/kill -HUP $MAINPID\n"), std::string::npos);
+  EXPECT_NE(unit.find("# Live reload: SIGHUP re-reads the topology"), std::string::npos);
+}
+
 TEST(SystemdNotify, HeadIsReadyOnlyOnceItsDownstreamIsUpFeedsTheWatchdogAndSaysStopping) {
   TempDir dir;
   NotifySocket sock(dir / "notify.sock");

@@ -13,7 +13,7 @@ cd "$BUILD"
 # The cluster suite builds the packages in this directory too: one at a time.
 exec 9>"$BUILD/.cpack.lock"
 flock -w 600 9 || fail "timed out waiting for $BUILD/.cpack.lock"
-rm -f ./*.deb
+rm -f ./*.deb ./*.ddeb
 cpack -G DEB >cpack.log 2>&1 || { cat cpack.log; fail "cpack -G DEB failed"; }
 deb=$(ls hoprelay_*.deb)
 echo "built $(ls ./*.deb | xargs -n1 basename | tr '\n' ' ')"
@@ -53,14 +53,56 @@ for f in usr/bin/hoprelay usr/sbin/hoprelayd usr/lib/systemd/system/hoprelayd@.s
 done
 [[ -d $root/etc/hoprelay ]] || fail "/etc/hoprelay missing"
 [[ -z $(ls -A "$root/etc/hoprelay") ]] || fail "/etc/hoprelay is not empty"
-dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -q postinst || fail "no postinst"
+control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -tv)
+for script in postinst prerm postrm; do
+  grep -q "^-rwxr-xr-x .* ./$script$" <<<"$control" || fail "no $script (0755) in $deb"
+done
+# Debian's per-package documentation, and the completion for both commands.
+for p in hoprelay libhoprelay1 libhoprelay-dev python3-hoprelay; do
+  grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
+    "$root/usr/share/doc/$p/copyright" || fail "$p: no DEP-5 /usr/share/doc/$p/copyright"
+  gzip -t "$root/usr/share/doc/$p/changelog.Debian.gz" || fail "$p: no changelog.Debian.gz"
+done
+for c in hoprelay hoprelayd; do
+  grep -q "^complete .* $c$" "$root/usr/share/bash-completion/completions/$c" ||
+    fail "no bash completion for $c"
+done
+# Stripped binaries, their symbols in the -dbgsym packages under their build ids.
+dbg=$(mktemp -d)
+for p in hoprelay libhoprelay1; do
+  ddeb=$(ls ${p}-dbgsym_*.ddeb 2>/dev/null | head -1)
+  [[ -f $ddeb ]] || fail "no ${p}-dbgsym package"
+  dpkg-deb -x "$ddeb" "$dbg"
+done
+for f in usr/sbin/hoprelayd usr/bin/hoprelay "usr/lib/$arch/libhoprelay.so.1"; do
+  ! readelf -S "$root/$f" | grep -q '\.debug_info' || fail "$f is not stripped (it has .debug_info)"
+  id=$(readelf -n "$root/$f" | awk '/Build ID:/ {print $3}')
+  [[ -n $id ]] || fail "$f has no build id"
+  [[ -f $dbg/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug ]] ||
+    fail "$f: no /usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug in the -dbgsym packages"
+done
+rm -rf "$dbg"
+size=$(dpkg-deb -f "$deb" Installed-Size)
+((size < 15000)) || fail "hoprelay installs $size KiB: are the binaries stripped?"
+# lintian: no errors (E:) in any package; the warnings are listed and answered in
+# docs/operations.md, "The package".
+if command -v lintian >/dev/null; then
+  lintian --tag-display-limit 0 ./*.deb ./*.ddeb >lintian.log 2>&1 || true
+  cat lintian.log
+  ! grep -q '^E: ' lintian.log || fail "lintian reports errors (above, and in $BUILD/lintian.log)"
+elif [[ ${CI:-} == true ]]; then
+  fail "lintian is not installed (scripts/install-deps.sh installs it)"
+else
+  echo "test_deb: lintian not installed: skipping its check (scripts/install-deps.sh installs it)"
+fi
 
 # The installed binaries run, and validate what the package ships (the CLI links the
 # package's libhoprelay: a scratch root is not on the loader's path).
 export LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libhoprelay.so.1' | head -1)")
 out=$("$root/usr/bin/hoprelay" validate "$root/usr/share/doc/hoprelay/examples/demo.toml")
-[[ $out == "ok: 3 nodes, 2 links, messages up to 4194048 bytes" ]] || fail "validate said: $out"
+[[ $out == "ok: pipeline \"demo\", 3 nodes, 2 links, messages up to 4194048 bytes" ]] || fail "validate said: $out"
 "$root/usr/sbin/hoprelayd" --help >/dev/null || fail "hoprelayd --help"
+"$root/usr/sbin/hoprelayd" --version | grep -q '^hoprelayd 0\.1\.0$' || fail "hoprelayd --version"
 # The unit points at the installed paths.
 grep -q '^ExecStart=/usr/sbin/hoprelayd ' "$root/usr/lib/systemd/system/hoprelayd@.service" ||
   fail "unit ExecStart does not point at /usr/sbin/hoprelayd"

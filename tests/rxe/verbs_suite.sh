@@ -296,7 +296,7 @@ T
   timeout 400 "$HOPRELAY" send --topology "$t" --to a --count "$n" --size 200 --rate 4000 \
     --connect-timeout 20 >"$WORK/faults-send.out" 2>&1 &
   local sender=$!
-  # kill -9 and restart: b, b again, then the sink c (verify-sink resumes from its REPORT.log).
+  # kill -9 and restart: b, b again, then the sink c (verify-sink resumes from its REPORT.verdicts).
   local round=0 node index
   for node in b b c; do
     round=$((round + 1))

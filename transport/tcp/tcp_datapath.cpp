@@ -326,7 +326,7 @@ bool TcpOutbound::read_control() {
         peer_draining_ = true;
         if (close_if_drained()) return false;
       } else if (h.type == FrameType::kBye) {
-        drop("peer is shutting down", true);
+        drop("peer is shutting down", true, true);
         return false;
       } else {
         drop("unexpected frame type on an outbound link", true);

@@ -203,10 +203,25 @@ TcpInbound::TcpInbound(TcpTransport& transport, int fd, std::string address)
 
 TcpInbound::~TcpInbound() {
   if (hello_timer_) transport_.loop().cancel(hello_timer_);
+  // Still open here only when the transport goes with the node (a stop, after the drain): a
+  // link that failed was closed by fail(). The sender cannot tell a planned stop from a crash
+  // by the connection's end (the kernel closes a killed process's sockets the same way), so
+  // this end says BYE, and the sender logs it at info; a crash sends none and stays a warning.
+  if (fd_ >= 0 && state_ == State::kUp) say_bye();
   if (fd_ >= 0) {
     transport_.loop().remove(fd_);
     ::close(fd_);
   }
+}
+
+void TcpInbound::say_bye() {
+  // Best effort, without blocking: what is left of a control frame under way (so that BYE
+  // starts on a frame boundary), then BYE. Credits not yet sent stay unsent, as on any close:
+  // the sender keeps those messages and replays them.
+  std::vector<std::byte> out(ctl_.begin() + ctl_off_, ctl_.begin() + ctl_len_);
+  out.resize(out.size() + kFrameHeaderSize);
+  encode_header(FrameHeader{FrameType::kBye}, out.data() + out.size() - kFrameHeaderSize);
+  ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> body) {

@@ -64,6 +64,8 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   bool start_data(const FrameHeader& h);
   void deliver(Slot& slot);
   bool flush_control();
+  // BYE to the sender when the node stops on purpose (the destructor).
+  void say_bye();
 
   TcpTransport& transport_;
   int fd_;

@@ -113,6 +113,7 @@ struct NodeSpec {
 struct Topology {
   std::string path;
   std::string name;
+  bool name_defaulted = false;  // no pipeline.name in the file: `name` is the file's base name
   uint64_t hash = 0;  // FNV-1a 64 of the file's bytes: tells nodes apart that run different files
   TransportKind transport = TransportKind::kAuto;
   uint32_t slot_size = 64 * 1024;

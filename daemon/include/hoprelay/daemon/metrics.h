@@ -39,11 +39,14 @@ struct PeerMetrics {
 
 class NodeMetrics {
  public:
-  // Serves /metrics on `bind` when given; throws std::runtime_error (port in use...) otherwise
-  // worded for the operator.
+  // Serves /metrics on `bind` when given, from serve() on.
   NodeMetrics(const std::string& node, const std::string& transport,
               const std::optional<config::Endpoint>& bind);
   ~NodeMetrics();
+  // Starts the metrics server. Called after the node's listen address is bound, so that a
+  // second instance of a node fails on that first, with the hint that says so. Throws
+  // std::runtime_error (port in use...) worded for the operator.
+  void serve();
 
   // Inbound links see tcp, or send and write over verbs.
   PeerMetrics inbound(const std::string& peer, bool verbs);
@@ -73,6 +76,7 @@ class NodeMetrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::optional<config::Endpoint> bind_;
   prometheus::Family<prometheus::Counter>* rx_messages_;
   prometheus::Family<prometheus::Counter>* rx_bytes_;
   prometheus::Family<prometheus::Counter>* tx_messages_;
