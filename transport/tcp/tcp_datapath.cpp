@@ -200,7 +200,8 @@ bool TcpInbound::queue_control(const FrameHeader& h, std::span<const std::byte> 
     return false;
   }
   encode_header(h, frame.data());
-  std::memcpy(frame.data() + kFrameHeaderSize, body.data(), body.size());
+  // An empty body (BYE) may have no data pointer at all: memcpy must not see it.
+  if (!body.empty()) std::memcpy(frame.data() + kFrameHeaderSize, body.data(), body.size());
   return queue_bytes(std::span(frame).first(kFrameHeaderSize + body.size()));
 }
 
