@@ -34,7 +34,6 @@ class SendWatchdog {
     completed_at_tick_ = completed_;
     return stalled_ >= limit;
   }
-  uint32_t stalled_ticks() const { return stalled_; }
   void reset() { *this = SendWatchdog{}; }
 
  private:
