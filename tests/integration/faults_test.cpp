@@ -2,7 +2,9 @@
 // with SIGKILL and restarted mid-stream, and links cut under traffic. Each run must end with
 // every message at the sink exactly once: zero missing, zero duplicates, zero corrupt.
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <cstdlib>
 #include <thread>
 
 #include "harness.h"
@@ -117,6 +119,38 @@ TEST(Faults, LinksCutUnderTraffic) {
   finish(dir, chain, *producer);
   EXPECT_NE(read_file(dir / "b.log").find("kept for replay"), std::string::npos)
       << "the cuts did not hit the b -> c link";
+}
+
+// A peer that goes silent (its host died, its cable was pulled) sends no FIN and no RST. In a
+// network namespace of the test's own, loopback taken down for 15 s drops every packet of
+// every link: each must fail by itself within the dead-peer bound (10 s, dead_peer.h) instead
+// of TCP's 15 minutes of retransmissions, then reconnect and replay once loopback is back.
+TEST(Faults, SilentNetworkFailsLinksWithinTheDeadPeerBound) {
+  if (::unshare(CLONE_NEWNET) != 0) {
+    if (std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true") {
+      FAIL() << "unshare(CLONE_NEWNET) failed: CI runs the tests as root";
+    }
+    GTEST_SKIP() << "needs root for a network namespace of its own (unshare(CLONE_NEWNET))";
+  }
+  auto lo = [](const char* state) {
+    RunResult r = run({"/usr/sbin/ip", "link", "set", "lo", state});
+    ASSERT_EQ(r.code, 0) << r.output;
+  };
+  lo("up");
+  TempDir dir;
+  Chain chain(dir);
+  auto producer = chain.send();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages / 5); }, 30s));
+  lo("down");
+  std::this_thread::sleep_for(15s);
+  lo("up");
+  finish(dir, chain, *producer);
+  const std::string reason =
+      "down: no transport acknowledgement from the peer for 10 s: its host is down or unreachable";
+  EXPECT_NE(read_file(dir / "a.log").find("outbound link to b " + reason), std::string::npos)
+      << read_file(dir / "a.log");
+  EXPECT_NE(read_file(dir / "b.log").find("outbound link to c " + reason), std::string::npos)
+      << read_file(dir / "b.log");
 }
 
 }  // namespace

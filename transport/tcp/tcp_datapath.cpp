@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "hoprelay/transport/dead_peer.h"
 #include "hoprelay/transport/log.h"
 #include "tcp_transport.h"
 
@@ -27,6 +28,12 @@ constexpr size_t kCoalesceBytes = 256 * 1024;
 spdlog::logger& log() {
   static auto logger = module_logger("tcp");
   return *logger;
+}
+
+// Why a socket call failed, for the log and `hoprelay status`: ETIMEDOUT on an established link
+// is the dead-peer bound of tune_socket(), which says more than "Connection timed out".
+std::string socket_error(int err) {
+  return err == ETIMEDOUT ? dead_peer_reason() : std::string(std::strerror(err));
 }
 
 }  // namespace
@@ -85,7 +92,7 @@ bool TcpInbound::read_some() {
       return false;
     }
     if (errno == EAGAIN || errno == EINTR) return true;
-    fail(std::strerror(errno));
+    fail(socket_error(errno));
     return false;
   }
   return state_ != State::kClosed;
@@ -243,7 +250,7 @@ bool TcpInbound::flush_control() {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-    fail(n == 0 ? "send returned 0" : std::strerror(errno));
+    fail(n == 0 ? "send returned 0" : socket_error(errno));
     return false;
   }
   bool want = ctl_off_ != ctl_len_;
@@ -288,7 +295,7 @@ bool TcpOutbound::read_control() {
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) return true;
-      drop(std::strerror(errno), true);
+      drop(socket_error(errno), true);
       return false;
     }
     rx_len_ += size_t(n);
@@ -458,7 +465,7 @@ void TcpOutbound::flush() {
     ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
-      drop(std::strerror(errno), true);
+      drop(socket_error(errno), true);
       return;
     }
     // Advance over fully written frames.

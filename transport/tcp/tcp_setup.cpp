@@ -14,6 +14,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "hoprelay/transport/dead_peer.h"
 #include "hoprelay/transport/log.h"
 #include "tcp_transport.h"
 
@@ -101,6 +102,24 @@ TcpTransport::~TcpTransport() {
 void TcpTransport::tune_socket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A peer whose host died or whose cable was pulled sends no FIN or RST: without these the
+  // kernel retransmits for about 15 minutes (tcp_retries2) while the messages wait for it, and
+  // an idle link never notices. Data unacknowledged for kDeadPeerTimeout fails the socket with
+  // ETIMEDOUT; so does an idle link whose keepalive probes (from 2 s of silence, one a second)
+  // go unanswered that long, since TCP_USER_TIMEOUT also bounds keepalive. Backpressure never
+  // trips it: credits keep a sender from filling a receiver that still reads. A receiver whose
+  // daemon stops reading altogether (frozen, SIGSTOP) leaves a zero window, which Linux also
+  // gives up on after the timeout even though the probes are answered: that link fails and
+  // replays like any other, where over verbs the NIC acknowledges for the frozen daemon and its
+  // service watchdog restarts it (docs/transport.md).
+  int user_timeout_ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kDeadPeerTimeout).count());
+  int idle_s = 2, interval_s = 1, probes = static_cast<int>(kDeadPeerTimeout.count());
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
   if (!busy_ || busy_poll_refused_) return;
   // Lets a read that finds the socket empty poll the NIC's receive queue instead of waiting
   // for its interrupt (no effect on loopback, which has no such queue). Kernels that check

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "hoprelay/transport/dead_peer.h"
 #include "verbs_transport.h"
 
 namespace hoprelay::transport::verbs {
@@ -20,21 +21,13 @@ constexpr int kPollBatch = 32;
 // that the peer's QP is still there.
 constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
 // How long a signaled send may wait for its completion, with no other send completing, before
-// the peer counts as dead (send_watchdog.h): in probe intervals. Longer than any ACK delay of a
-// live peer, even under emulation; a cable pulled for less may or may not fail the link (either
-// way nothing is lost).
-constexpr uint32_t kDeadPeerTicks = 10;
+// the peer counts as dead (send_watchdog.h, dead_peer.h): in probe intervals.
+constexpr uint32_t kDeadPeerTicks = kDeadPeerTimeout / kProbeEvery;
 
 // The reason text for a failed work completion (logged once, when the link fails).
 std::string wc_error(const ibv_wc& wc) {
   return std::string("work completion error: ") + ibv_wc_status_str(wc.status) + " (vendor " +
          std::to_string(wc.vendor_err) + ")";
-}
-
-std::string dead_peer_reason() {
-  return "no transport acknowledgement from the peer for " +
-         std::to_string(kDeadPeerTicks * kProbeEvery.count() / 1000) +
-         " s: its host is down or unreachable";
 }
 
 }  // namespace
