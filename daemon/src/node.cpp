@@ -14,6 +14,12 @@
 #include "hoprelay/transport/log.h"
 
 namespace hoprelay::daemon {
+
+// The header's flags are the stage ABI's message flags: a stage's flags go on as they are.
+static_assert(transport::kFlagCrc32cTrailer == HOPRELAY_MSG_CRC32C_TRAILER &&
+              transport::kFlagMore == HOPRELAY_MSG_MORE &&
+              transport::kFlagZstd == HOPRELAY_MSG_ZSTD);
+
 namespace {
 
 // The host part of a peer address as transports report it: "ip:port", "[v6]:port" or "ip".
@@ -265,7 +271,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   slot.length = msg.length;
   if (active_.empty()) return deliver(link, slot);  // a leaf
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
-  slot.flags = static_cast<uint16_t>(msg.flags & transport::kFlagCrc32cTrailer);
+  slot.flags = static_cast<uint16_t>(msg.flags & transport::kStageFlags);
   route(slot);
 }
 
