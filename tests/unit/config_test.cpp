@@ -781,6 +781,14 @@ TEST(ConfigTest, BuiltinStageValuesAreCheckedWhereTheStageIsWritten) {
       5, 20, "mode must be \"stamp\" or \"verify\", not \"check\"");
 }
 
+TEST(ConfigTest, ZstdExampleIsValidWithItsStagesTried) {
+  Topology t = load_topology(HOPRELAY_SOURCE_DIR "/config/examples/zstd.toml",
+                             {PluginCheck::Mode::kAll, ""});
+  EXPECT_TRUE(t.warnings().empty()) << dump(t.warnings());
+  ASSERT_EQ(t.nodes.size(), 3u);
+  EXPECT_EQ(t.nodes[0].stage.plugin, "zstd");
+}
+
 TEST(ConfigTest, NodeNameCharacters) {
   expect_error(with_pipeline("[nodes.\"a b\"]\nlisten = \"h:1\"\n"), 3, 8,
                "node name \"a b\" is invalid: use only letters, digits, '_', '.' and '-'");
