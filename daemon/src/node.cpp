@@ -269,10 +269,26 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    0};
   if (run_stage(msg, &link, slot) != HOPRELAY_FORWARD) return consume(link, slot);
   slot.length = msg.length;
-  if (active_.empty()) return deliver(link, slot);  // a leaf
+  if (active_.empty()) {  // a leaf
+    if (refuse_compressed(static_cast<uint16_t>(msg.flags), &link, slot)) {
+      return consume(link, slot);
+    }
+    return deliver(link, slot);
+  }
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
   slot.flags = static_cast<uint16_t>(msg.flags & transport::kStageFlags);
   route(slot);
+}
+
+bool Node::refuse_compressed(uint16_t flags, const transport::InboundLink* from,
+                             transport::Slot& slot) {
+  if (!receiver_ || !(flags & transport::kFlagZstd)) return false;
+  static constexpr std::string_view kWhy =
+      "zstd-compressed: give this leaf a zstd stage with mode = \"decompress\"";
+  dropped_stage_error_.add();
+  warn_drop("stage_error", peer_of(from), kWhy, slot.origin, slot.seq);
+  record_drop(slot, transport::DropReason::kStageError, kWhy, false);
+  return true;
 }
 
 hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink* from,

@@ -177,6 +177,10 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                    p.seq,
                    0};
   if (passed && !chunkwise) passed = run_stage(msg, in.link, *list) == HOPRELAY_FORWARD;
+  if (passed && active_.empty() &&
+      refuse_compressed(static_cast<uint16_t>(msg.flags), in.link, *list)) {
+    passed = false;
+  }
   if (passed && active_.empty() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
     for (transport::Slot* s = list; s; s = s->next) ++held_;

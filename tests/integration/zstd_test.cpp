@@ -133,5 +133,33 @@ TEST(Zstd, ASinkWithoutADecompressingStageRefusesCompressedMessagesAndSaysWhy) {
   EXPECT_EQ(read_report(dir / "b.json").received, 0);
 }
 
+TEST(Zstd, AnApplicationLeafWithoutADecompressingStageGetsNoCompressedBytes) {
+  TempDir dir;
+  // b is `hoprelay recv` with the default passthrough: the application could not tell
+  // compressed bytes from the message, so the node refuses them, whole or chunked, and says why.
+  Pipeline p(dir, {{"a", {"b"}, kCompress}, {"b", {}}});
+  p.start("a");
+  ASSERT_TRUE(wait_until([&] { return !scrape(p.node("a").metrics).empty(); }, 10s));
+  const fs::path text = dir / "text.bin", out = dir / "out.bin";
+  write_mixed(text, 300000, 0);
+  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology(), "--node", "b", "--output",
+                out.string(), "--timeout", "60", "--streams", "2"},
+               dir / "recv.log");
+  ASSERT_TRUE(wait_until([&] { return !scrape(p.node("b").metrics).empty(); }, 10s))
+      << recv.output();
+  for (const char* size : {"10000", "100000"}) {  // whole messages; 7 chunks each
+    RunResult r = run({HOPRELAY_BIN, "send", "--topology", p.topology(), "--to", "a", "--file",
+                       text.string(), "--size", size});
+    EXPECT_EQ(r.code, 3) << r.output;
+    EXPECT_NE(r.output.find("dropped at b: stage_error (zstd-compressed: give this leaf a zstd "
+                            "stage with mode = \"decompress\")"),
+              std::string::npos)
+        << r.output;
+  }
+  ASSERT_EQ(recv.wait(60s), 0) << recv.output();
+  EXPECT_EQ(fs::file_size(out), 0u);
+  p.stop_all();
+}
+
 }  // namespace
 }  // namespace hoprelay::test
