@@ -35,6 +35,14 @@ double counter(const NodeDef& n, const std::string& metric, const std::string& l
   return metric_value(scrape(n.metrics), metric, labels);
 }
 
+// `hoprelay send --file` to a of `bytes` of text, cut into messages of `size` bytes.
+RunResult send_text(const Pipeline& p, const TempDir& dir, size_t bytes, const std::string& size) {
+  const fs::path text = dir / "text.bin";
+  write_mixed(text, bytes, 0);
+  return run({HOPRELAY_BIN, "send", "--topology", p.topology(), "--to", "a", "--file",
+              text.string(), "--size", size});
+}
+
 TEST(Zstd, CompressedAtTheHeadTheRelayCarriesLessAndTheLeafGetsTheSameBytes) {
   TempDir dir;
   // c is `hoprelay recv`: the consumer reassembles each message for the application, and its
@@ -94,10 +102,7 @@ TEST(Zstd, AFourNodeChainDeliversEveryMessageOnceWhetherItCompressesOrNot) {
             counter(p.node("a"), "hoprelay_received_bytes_total"));
   // And text does: sent by file, it reaches d compressed only up to c, whole at d (d's
   // verify-sink counts it as corrupt, since it is not the pattern, but not as compressed).
-  const fs::path text = dir / "text.bin";
-  write_mixed(text, 1 << 20, 0);
-  RunResult r = run({HOPRELAY_BIN, "send", "--topology", p.topology(), "--to", "a", "--file",
-                     text.string(), "--size", "100000"});
+  RunResult r = send_text(p, dir, 1 << 20, "100000");
   EXPECT_EQ(r.code, 3) << r.output;  // some messages dropped
   EXPECT_NE(r.output.find("11 of 11 messages dropped at d: stage_error"), std::string::npos)
       << r.output;
@@ -117,10 +122,7 @@ TEST(Zstd, ASinkWithoutADecompressingStageRefusesCompressedMessagesAndSaysWhy) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}, kCompress}, {"b", {}, sink(dir, "b")}});
   p.start_all();
-  const fs::path text = dir / "text.bin";
-  write_mixed(text, 200000, 0);
-  RunResult r = run({HOPRELAY_BIN, "send", "--topology", p.topology(), "--to", "a", "--file",
-                     text.string(), "--size", "10000"});
+  RunResult r = send_text(p, dir, 200000, "10000");
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("zstd-compressed: put a zstd stage with mode = "
                           "\"decompress\" before this sink"),
@@ -133,6 +135,26 @@ TEST(Zstd, ASinkWithoutADecompressingStageRefusesCompressedMessagesAndSaysWhy) {
   EXPECT_EQ(read_report(dir / "b.json").received, 0);
 }
 
+TEST(Zstd, FramesCutByAReassemblingRelayAreRefusedAsStageErrorsWithTheReason) {
+  TempDir dir;
+  // b's crc32c needs whole messages: it joins the compressed chunks, appends its trailer and
+  // cuts the result at its own slot boundaries, so what c gets is no longer one frame a chunk
+  // (docs/stages.md: relays between compress and decompress must take chunks as they are).
+  Pipeline p(dir, {{"a", {"b"}, kCompress},
+                   {"b", {"c"}, "{ plugin = \"crc32c\", mode = \"stamp\" }"},
+                   {"c", {"d"}, kDecompress},
+                   {"d", {}, sink(dir, "d")}});
+  p.start_all();
+  RunResult r = send_text(p, dir, 500000, "100000");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("5 of 5 messages dropped at c: stage_error (zstd: "), std::string::npos)
+      << r.output;
+  EXPECT_EQ(counter(p.node("c"), "hoprelay_messages_dropped_total", "reason=\"stage_error\""), 5);
+  p.stop_all();
+  Report d = read_report(dir / "d.json");
+  EXPECT_EQ(d.received + d.corrupt, 0);  // nothing damaged went on
+}
+
 TEST(Zstd, AnApplicationLeafWithoutADecompressingStageGetsNoCompressedBytes) {
   TempDir dir;
   // b is `hoprelay recv` with the default passthrough: the application could not tell
@@ -140,16 +162,14 @@ TEST(Zstd, AnApplicationLeafWithoutADecompressingStageGetsNoCompressedBytes) {
   Pipeline p(dir, {{"a", {"b"}, kCompress}, {"b", {}}});
   p.start("a");
   ASSERT_TRUE(wait_until([&] { return !scrape(p.node("a").metrics).empty(); }, 10s));
-  const fs::path text = dir / "text.bin", out = dir / "out.bin";
-  write_mixed(text, 300000, 0);
+  const fs::path out = dir / "out.bin";
   Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology(), "--node", "b", "--output",
                 out.string(), "--timeout", "60", "--streams", "2"},
                dir / "recv.log");
   ASSERT_TRUE(wait_until([&] { return !scrape(p.node("b").metrics).empty(); }, 10s))
       << recv.output();
   for (const char* size : {"10000", "100000"}) {  // whole messages; 7 chunks each
-    RunResult r = run({HOPRELAY_BIN, "send", "--topology", p.topology(), "--to", "a", "--file",
-                       text.string(), "--size", size});
+    RunResult r = send_text(p, dir, 300000, size);
     EXPECT_EQ(r.code, 3) << r.output;
     EXPECT_NE(r.output.find("dropped at b: stage_error (zstd-compressed: give this leaf a zstd "
                             "stage with mode = \"decompress\")"),
