@@ -117,11 +117,11 @@ class ZstdStage {
         return fail("zstd frame at byte %zu is cut short or corrupt: %s", at,
                     ZSTD_getErrorName(csize));
       }
-      total += size;
-      if (total > m.capacity) {
+      if (size > m.capacity - total) {  // total <= capacity here: no overflow, whatever size
         return fail("zstd frame decompresses to %llu bytes, more than the %u the slot holds",
-                    static_cast<unsigned long long>(total), m.capacity);
+                    size + total < size ? size : size + total, m.capacity);
       }
+      total += size;
       at += csize;
     }
     uint8_t* out = scratch(m.capacity);
