@@ -8,6 +8,7 @@ build_pkgs=(
   libspdlog-dev libfmt-dev libtomlplusplus-dev prometheus-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libibverbs-dev librdmacm-dev libsystemd-dev libcurl4-openssl-dev
   libssl-dev  # libcrypto: HMAC-SHA-256 for auth_key_file (docs/security.md)
+  libzstd-dev  # the built-in zstd stage (docs/stages.md)
   libzmq3-dev  # bench/: the ZeroMQ reference of docs/performance.md
 )
 # Run-time and test tools: the rxe userspace provider, perftest as the verbs reference,

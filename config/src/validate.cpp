@@ -679,6 +679,9 @@ class Validator {
       }
       error(param_pos[i], message + hint);
     }
+    // A built-in's values, where it can be tried without side effects (a mode, a level).
+    std::string refusal = stages::builtin_refusal(*resolved.type, spec.stage.params);
+    if (!refusal.empty()) error(plugin_pos, name + ": " + refusal);
   }
 
   // Every address may be used once across the pipeline, listen or metrics: a second user could

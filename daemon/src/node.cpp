@@ -14,6 +14,12 @@
 #include "hoprelay/transport/log.h"
 
 namespace hoprelay::daemon {
+
+// The header's flags are the stage ABI's message flags: a stage's flags go on as they are.
+static_assert(transport::kFlagCrc32cTrailer == HOPRELAY_MSG_CRC32C_TRAILER &&
+              transport::kFlagMore == HOPRELAY_MSG_MORE &&
+              transport::kFlagZstd == HOPRELAY_MSG_ZSTD);
+
 namespace {
 
 // The host part of a peer address as transports report it: "ip:port", "[v6]:port" or "ip".
@@ -263,10 +269,26 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    0};
   if (run_stage(msg, &link, slot) != HOPRELAY_FORWARD) return consume(link, slot);
   slot.length = msg.length;
-  if (active_.empty()) return deliver(link, slot);  // a leaf
+  if (active_.empty()) {  // a leaf
+    if (refuse_compressed(static_cast<uint16_t>(msg.flags), &link, slot)) {
+      return consume(link, slot);
+    }
+    return deliver(link, slot);
+  }
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
-  slot.flags = static_cast<uint16_t>(msg.flags & transport::kFlagCrc32cTrailer);
+  slot.flags = static_cast<uint16_t>(msg.flags & transport::kStageFlags);
   route(slot);
+}
+
+bool Node::refuse_compressed(uint16_t flags, const transport::InboundLink* from,
+                             transport::Slot& slot) {
+  if (!receiver_ || !(flags & transport::kFlagZstd)) return false;
+  static constexpr std::string_view kWhy =
+      "zstd-compressed: give this leaf a zstd stage with mode = \"decompress\"";
+  dropped_stage_error_.add();
+  warn_drop("stage_error", peer_of(from), kWhy, slot.origin, slot.seq);
+  record_drop(slot, transport::DropReason::kStageError, kWhy, false);
+  return true;
 }
 
 hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink* from,

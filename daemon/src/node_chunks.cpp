@@ -118,7 +118,7 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
   }
   if (active_.empty()) return consume(*slot.link, slot);
   slot.length = msg.length;
-  slot.flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
+  slot.flags = static_cast<uint16_t>((msg.flags & transport::kStageFlags) |
                                      (slot.flags & transport::kFlagMore));
   p.forwarded = true;
   route(slot, &p);
@@ -143,12 +143,30 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
   const uint32_t slot_size = spec_->slot_size;
   const size_t room = size_t{p.held} * slot_size;
   if (scratch_.size() < room) scratch_.resize(room);  // grows to the largest message, once
+  // A stage that takes chunks is reassembled for only because an application here takes whole
+  // messages: it still sees each chunk, in its slot, before they are copied together (a zstd
+  // stage decompresses each chunk's own frame).
+  const bool chunkwise = stage_.chunkwise();
+  bool passed = true;
+  for (transport::Slot* s = p.first; chunkwise && passed && s; s = s->next) {
+    hoprelay_msg chunk{reinterpret_cast<uint8_t*>(s->payload()),
+                       s->length,
+                       slot_size,
+                       s->origin,
+                       s->flags,
+                       s->seq,
+                       s->chunk};
+    passed = run_stage(chunk, in.link, *s) == HOPRELAY_FORWARD;
+    s->length = chunk.length;
+    s->flags = static_cast<uint16_t>((chunk.flags & transport::kStageFlags) |
+                                     (s->flags & transport::kFlagMore));
+  }
   uint16_t flags = 0;
   size_t length = 0;
-  for (transport::Slot* s = p.first; s; s = s->next) {
+  for (transport::Slot* s = p.first; passed && s; s = s->next) {
     std::memcpy(scratch_.data() + length, s->payload(), s->length);
     length += s->length;
-    flags |= s->flags & transport::kFlagCrc32cTrailer;
+    flags |= s->flags & transport::kStageFlags;
   }
   transport::Slot* list = p.take();
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(scratch_.data()),
@@ -158,7 +176,11 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                    flags,
                    p.seq,
                    0};
-  const bool passed = run_stage(msg, in.link, *list) == HOPRELAY_FORWARD;
+  if (passed && !chunkwise) passed = run_stage(msg, in.link, *list) == HOPRELAY_FORWARD;
+  if (passed && active_.empty() &&
+      refuse_compressed(static_cast<uint16_t>(msg.flags), in.link, *list)) {
+    passed = false;
+  }
   if (passed && active_.empty() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
     for (transport::Slot* s = list; s; s = s->next) ++held_;
@@ -179,7 +201,7 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
       offset += n;
       s->length = static_cast<uint32_t>(n);
       s->chunk = index++;
-      s->flags = static_cast<uint16_t>((msg.flags & transport::kFlagCrc32cTrailer) |
+      s->flags = static_cast<uint16_t>((msg.flags & transport::kStageFlags) |
                                        (offset < msg.length ? transport::kFlagMore : 0));
       route(*s, &p);
     }

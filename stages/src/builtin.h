@@ -40,6 +40,10 @@ class StageArgs {
   const hoprelay_stage_config& config_;
 };
 
+// What a sink that reads the bytes says of a payload still zstd-compressed (HOPRELAY_MSG_ZSTD).
+inline constexpr const char* kCompressedPayload =
+    "zstd-compressed: put a zstd stage with mode = \"decompress\" before this sink";
+
 template <class Impl>
 struct BuiltinAdaptor {
   static void* create(const hoprelay_stage_config* config, char* err, size_t err_len) {
@@ -89,5 +93,6 @@ const hoprelay_stage_descriptor* passthrough_descriptor();
 const hoprelay_stage_descriptor* crc32c_descriptor();
 const hoprelay_stage_descriptor* verify_sink_descriptor();
 const hoprelay_stage_descriptor* file_sink_descriptor();
+const hoprelay_stage_descriptor* zstd_descriptor();
 
 }  // namespace hoprelay::stages

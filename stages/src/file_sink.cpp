@@ -80,6 +80,10 @@ class FileSink {
 
   hoprelay_verdict process(hoprelay_msg& m) {
     if (!broken_.empty()) return HOPRELAY_ERROR;  // last_error() says why, for every message
+    if (m.flags & HOPRELAY_MSG_ZSTD) {
+      error_ = kCompressedPayload;  // a record of compressed bytes would read as the message
+      return HOPRELAY_ERROR;
+    }
     if (positions_ && m.seq < positions_->next(m.origin)) {
       // Written before (by this run or one before it): delivered, so consumed, not again.
       return HOPRELAY_FORWARD;

@@ -15,13 +15,15 @@ namespace {
 struct Builtin {
   std::string_view name;
   const hoprelay_stage_descriptor* (*entry)();
+  bool pure;  // create() touches nothing outside the instance: validation may try it
 };
 
-constexpr std::array<Builtin, 4> kBuiltins{{
-    {"passthrough", &passthrough_descriptor},
-    {"crc32c", &crc32c_descriptor},
-    {"verify-sink", &verify_sink_descriptor},
-    {"file-sink", &file_sink_descriptor},
+constexpr std::array<Builtin, 5> kBuiltins{{
+    {"passthrough", &passthrough_descriptor, true},
+    {"crc32c", &crc32c_descriptor, true},
+    {"verify-sink", &verify_sink_descriptor, false},
+    {"file-sink", &file_sink_descriptor, false},
+    {"zstd", &zstd_descriptor, true},
 }};
 
 // Stage log lines go to the node's "stage" logger, tagged with the stage name.
@@ -129,6 +131,18 @@ std::vector<std::string_view> builtin_names() {
   std::vector<std::string_view> names;
   for (const auto& b : kBuiltins) names.push_back(b.name);
   return names;
+}
+
+std::string builtin_refusal(const StageType& type, const Params& params) {
+  for (const auto& b : kBuiltins) {
+    if (!b.pure || b.entry() != &type.descriptor()) continue;
+    try {
+      Stage(std::shared_ptr<const StageType>(&type, [](const StageType*) {}), "validate", params);
+    } catch (const StageError& e) {
+      return e.what();
+    }
+  }
+  return "";
 }
 
 Stage::Stage(std::shared_ptr<const StageType> type, const std::string& node, const Params& params)

@@ -83,6 +83,13 @@ class VerifySink {
   VerifySink& operator=(const VerifySink&) = delete;
 
   hoprelay_verdict process(hoprelay_msg& m) {
+    if (m.flags & HOPRELAY_MSG_ZSTD) {
+      // Bytes it cannot check: counted as corrupt (the report shows it), and said why.
+      record(Verdict::kCorrupt, m.origin, m.seq, m.length);
+      why_ = kCompressedPayload;
+      return HOPRELAY_ERROR;
+    }
+    why_ = nullptr;
     std::span<const std::byte> payload{reinterpret_cast<const std::byte*>(m.data), m.length};
     bool intact = true;
     if (m.flags & HOPRELAY_MSG_CRC32C_TRAILER) {
@@ -109,6 +116,7 @@ class VerifySink {
   void flush() {
     if (dirty_ && write_report()) dirty_ = false;
   }
+  const char* last_error() const { return why_; }
 
  private:
   // Applies one message to the counts. `live`: seen by this run (false while resuming from
@@ -218,6 +226,7 @@ class VerifySink {
   OriginCounts* last_ = nullptr;
   uint32_t last_origin_ = 0;
   bool dirty_ = true;
+  const char* why_ = nullptr;
 };
 
 constexpr const char* kKeys[] = {"report", nullptr};

@@ -131,6 +131,8 @@ int main(int argc, char** argv) {
   put("header-chunk-abort", header(abort));
   // A producer's end of stream (wire version 3): after its messages 0-43.
   put("header-end", header({FrameType::kData, kFlagEnd, 0, 7, 44, 0, 8}));
+  // A zstd-compressed chunk (wire version 5): the stage's flag beside MORE.
+  put("header-chunk-zstd", header({FrameType::kData, kFlagZstd | kFlagMore, 0, 7, 45, 0, 9}));
   // Outcomes (wire version 4): a drop of message 42 in slot 5, one of chunk 2 in slot 6.
   FrameHeader outcome{FrameType::kOutcome, 0, 0, 7, 42, 0, 5};
   put("frame-outcome", frame(outcome, outcome_body(1)));

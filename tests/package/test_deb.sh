@@ -28,7 +28,7 @@ dpkg-deb --ctrl-tarfile libhoprelay1_*.deb | tar -t | grep shlibs >/dev/null || 
 # Declared dependencies: found by dpkg-shlibdeps, plus the providers and systemd.
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for want in libibverbs1 librdmacm1 libspdlog1 libprometheus-cpp-pull libsystemd0 \
+for want in libibverbs1 librdmacm1 libspdlog1 libprometheus-cpp-pull libsystemd0 libzstd1 \
   ibverbs-providers systemd; do
   [[ $depends == *"$want"* ]] || fail "Depends lacks $want"
 done

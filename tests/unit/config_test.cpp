@@ -231,7 +231,7 @@ TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
 TEST(ConfigTest, StageParamsKeepTheirTomlSpelling) {
   Topology t = parse_topology(with_pipeline(R"([nodes.a]
 listen = "h:1"
-stage = { plugin = "crc32c", mode = 42 }
+stage = { plugin = "file-sink", path = 42 }
 [nodes.b]
 listen = "h:2"
 stage = { plugin = "file-sink", path = 1.5 }
@@ -243,21 +243,21 @@ listen = "h:4"
 stage = { plugin = "file-sink", path = 3e0 }
 [nodes.e]
 listen = "h:5"
-stage = { plugin = "crc32c", mode = -7 }
+stage = { plugin = "file-sink", path = -7 }
 [nodes.f]
 listen = "h:6"
-stage = { mode = "x", plugin = "crc32c" }
+stage = { path = "x", plugin = "file-sink" }
 )"),
                               "t");
   using Params = std::vector<std::pair<std::string, std::string>>;
   ASSERT_EQ(t.nodes.size(), 6u);
-  EXPECT_EQ(t.nodes[0].stage.params, (Params{{"mode", "42"}}));
+  EXPECT_EQ(t.nodes[0].stage.params, (Params{{"path", "42"}}));
   EXPECT_EQ(t.nodes[1].stage.params, (Params{{"path", "1.5"}}));
   EXPECT_EQ(t.nodes[2].stage.params, (Params{{"report", "true"}}));
   EXPECT_EQ(t.nodes[3].stage.params, (Params{{"path", "3.0"}}));
-  EXPECT_EQ(t.nodes[4].stage.params, (Params{{"mode", "-7"}}));
-  EXPECT_EQ(t.nodes[5].stage.params, (Params{{"mode", "x"}}));
-  EXPECT_EQ(t.nodes[5].stage.plugin, "crc32c");
+  EXPECT_EQ(t.nodes[4].stage.params, (Params{{"path", "-7"}}));
+  EXPECT_EQ(t.nodes[5].stage.params, (Params{{"path", "x"}}));
+  EXPECT_EQ(t.nodes[5].stage.plugin, "file-sink");
 }
 
 TEST(ConfigTest, OnPeerDownDefaultsAndPerNodeOverrides) {
@@ -722,8 +722,8 @@ TEST(ConfigTest, AuthKeyFileThatDoesNotValidate) {
 TEST(ConfigTest, UnknownBuiltInStageSuggests) {
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32\" }\n"), 5,
                20, "did you mean \"crc32c\"?");
-  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n[nodes.a.stage]\nplugin = \"zstd\"\n"),
-               6, 10, "built-in stages: passthrough, crc32c, verify-sink, file-sink");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n[nodes.a.stage]\nplugin = \"lz4\"\n"), 6,
+               10, "built-in stages: passthrough, crc32c, verify-sink, file-sink, zstd");
 }
 
 TEST(ConfigTest, PluginThatDoesNotExist) {
@@ -761,6 +761,32 @@ TEST(ConfigTest, UnknownStageParamSuggests) {
   // Without a plugin key the stage is passthrough, which takes no parameters.
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { mode = \"stamp\" }\n"), 5, 11,
                "stage \"passthrough\" has no parameter \"mode\" (it takes no parameters)");
+}
+
+TEST(ConfigTest, BuiltinStageValuesAreCheckedWhereTheStageIsWritten) {
+  expect_error(
+      with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"zstd\", mode = \"zip\" }\n"),
+      5, 20,
+      "nodes.a.stage: stage zstd refused its parameters: mode must be \"compress\" or "
+      "\"decompress\", not \"zip\"");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"zstd\" }\n"), 5, 20,
+               "zstd needs a mode: mode = \"compress\" (at the head) or mode = \"decompress\"");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"
+                             "stage = { plugin = \"zstd\", mode = \"compress\", level = 40 }\n"),
+               5, 20,
+               "level = 40 is not a zstd level: use an integer from -131072 (fastest) to 22");
+  expect_error(
+      with_pipeline(
+          "[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32c\", mode = \"check\" }\n"),
+      5, 20, "mode must be \"stamp\" or \"verify\", not \"check\"");
+}
+
+TEST(ConfigTest, ZstdExampleIsValidWithItsStagesTried) {
+  Topology t = load_topology(HOPRELAY_SOURCE_DIR "/config/examples/zstd.toml",
+                             {PluginCheck::Mode::kAll, ""});
+  EXPECT_TRUE(t.warnings().empty()) << dump(t.warnings());
+  ASSERT_EQ(t.nodes.size(), 3u);
+  EXPECT_EQ(t.nodes[0].stage.plugin, "zstd");
 }
 
 TEST(ConfigTest, NodeNameCharacters) {

@@ -165,6 +165,200 @@ TEST(Stages, Crc32cStampThenVerify) {
   EXPECT_THROW(make("crc32c", {{"mode", "check"}}), StageError);
 }
 
+// A payload zstd shrinks: text that repeats, with a counter so it is not one run.
+std::vector<std::byte> compressible(size_t size) {
+  std::string text;
+  for (size_t i = 0; text.size() < size; ++i) {
+    text += "line " + std::to_string(i % 97) + ": the quick brown fox jumps over the lazy dog\n";
+  }
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), text.data(), size);
+  return out;
+}
+
+// A message of `payload` in a slot of `capacity` bytes.
+struct Slot {
+  Slot(const std::vector<std::byte>& payload, uint32_t capacity) : bytes(capacity), msg{} {
+    std::memcpy(bytes.data(), payload.data(), payload.size());
+    msg = {reinterpret_cast<uint8_t*>(bytes.data()),
+           static_cast<uint32_t>(payload.size()),
+           capacity,
+           1,
+           0,
+           7};
+  }
+  std::vector<std::byte> payload() const { return {bytes.begin(), bytes.begin() + msg.length}; }
+  std::vector<std::byte> bytes;
+  hoprelay_msg msg;
+};
+
+std::string refusal(const Params& params) {
+  try {
+    make("zstd", params);
+  } catch (const StageError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(Stages, ZstdRoundTripShrinksAndRestoresTheBytes) {
+  Stage compress = make("zstd", {{"mode", "compress"}});
+  Stage decompress = make("zstd", {{"mode", "decompress"}});
+  EXPECT_TRUE(resolve("zstd")->caps() & HOPRELAY_STAGE_CHUNKS);
+  for (int level : {1, 3, 19}) {
+    Stage c = make("zstd", {{"mode", "compress"}, {"level", std::to_string(level)}});
+    auto original = compressible(16384);
+    Slot s(original, 16384);
+    ASSERT_EQ(c.process(s.msg), HOPRELAY_FORWARD) << level;
+    EXPECT_LT(s.msg.length, original.size() / 4) << level;
+    EXPECT_TRUE(s.msg.flags & HOPRELAY_MSG_ZSTD);
+    // Compressed upstream already: a second compressing stage leaves it as it is.
+    auto once = s.payload();
+    ASSERT_EQ(compress.process(s.msg), HOPRELAY_FORWARD);
+    EXPECT_EQ(s.payload(), once);
+    ASSERT_EQ(decompress.process(s.msg), HOPRELAY_FORWARD) << decompress.last_error();
+    EXPECT_FALSE(s.msg.flags & HOPRELAY_MSG_ZSTD);
+    EXPECT_EQ(s.payload(), original) << level;
+  }
+  // Other flags travel through untouched, both ways.
+  Slot s(compressible(5000), 8000);
+  s.msg.flags = HOPRELAY_MSG_CRC32C_TRAILER | HOPRELAY_MSG_MORE;
+  s.msg.chunk = 3;
+  ASSERT_EQ(compress.process(s.msg), HOPRELAY_FORWARD);
+  EXPECT_EQ(s.msg.flags, HOPRELAY_MSG_CRC32C_TRAILER | HOPRELAY_MSG_MORE | HOPRELAY_MSG_ZSTD);
+  ASSERT_EQ(decompress.process(s.msg), HOPRELAY_FORWARD);
+  EXPECT_EQ(s.msg.flags, HOPRELAY_MSG_CRC32C_TRAILER | HOPRELAY_MSG_MORE);
+  EXPECT_EQ(s.payload(), compressible(5000));
+}
+
+TEST(Stages, ZstdForwardsWhatDoesNotShrinkUnchanged) {
+  Stage compress = make("zstd", {{"mode", "compress"}});
+  Stage decompress = make("zstd", {{"mode", "decompress"}});
+  // The verify pattern does not compress: forwarded as it was, the flag clear, and the
+  // decompressing side passes an unflagged payload on untouched.
+  for (uint32_t size : {0u, 1u, 24u, 1000u, 65536u}) {
+    Buf b(size < 24 ? 24 : size, size < 24 ? 24 : size, 1, 2);
+    b.msg.length = size;
+    std::vector<std::byte> before(b.bytes.begin(), b.bytes.begin() + size);
+    ASSERT_EQ(compress.process(b.msg), HOPRELAY_FORWARD) << size;
+    EXPECT_EQ(b.msg.length, size);
+    EXPECT_EQ(b.msg.flags, 0u) << size;
+    ASSERT_EQ(decompress.process(b.msg), HOPRELAY_FORWARD);
+    EXPECT_EQ(std::vector<std::byte>(b.bytes.begin(), b.bytes.begin() + b.msg.length), before);
+  }
+  // A message filling its slot exactly, compressible: it shrinks, and comes back whole in the
+  // slot (the scratch space grows to the larger slot once).
+  auto full = compressible(65536);
+  Slot s(full, 65536);
+  ASSERT_EQ(compress.process(s.msg), HOPRELAY_FORWARD);
+  EXPECT_LT(s.msg.length, 65536u);
+  ASSERT_EQ(decompress.process(s.msg), HOPRELAY_FORWARD) << decompress.last_error();
+  EXPECT_EQ(s.msg.length, 65536u);
+  EXPECT_EQ(s.payload(), full);
+}
+
+TEST(Stages, ZstdDecompressesAReassembledMessageOfSeveralFrames) {
+  // Chunks compressed one by one, then copied together (a node reassembling for a whole-message
+  // consumer): one payload of several frames, decompressed as one.
+  Stage compress = make("zstd", {{"mode", "compress"}});
+  Stage decompress = make("zstd", {{"mode", "decompress"}});
+  auto original = compressible(3 * 4096);
+  std::vector<std::byte> joined;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::byte> part(original.begin() + i * 4096, original.begin() + (i + 1) * 4096);
+    Slot c(part, 4096);
+    c.msg.chunk = i;
+    ASSERT_EQ(compress.process(c.msg), HOPRELAY_FORWARD);
+    ASSERT_TRUE(c.msg.flags & HOPRELAY_MSG_ZSTD);
+    auto frame = c.payload();
+    joined.insert(joined.end(), frame.begin(), frame.end());
+  }
+  Slot whole(joined, 3 * 4096);
+  whole.msg.flags = HOPRELAY_MSG_ZSTD;
+  ASSERT_EQ(decompress.process(whole.msg), HOPRELAY_FORWARD) << decompress.last_error();
+  EXPECT_EQ(whole.payload(), original);
+}
+
+TEST(Stages, ZstdRefusesCorruptFramesWithAReason) {
+  Stage compress = make("zstd", {{"mode", "compress"}});
+  Stage decompress = make("zstd", {{"mode", "decompress"}});
+  Slot good(compressible(8000), 8192);
+  ASSERT_EQ(compress.process(good.msg), HOPRELAY_FORWARD);
+  ASSERT_TRUE(good.msg.flags & HOPRELAY_MSG_ZSTD);
+  auto expect_refused = [&](Slot s, const std::string& words) {
+    s.msg.data = reinterpret_cast<uint8_t*>(s.bytes.data());
+    EXPECT_EQ(decompress.process(s.msg), HOPRELAY_ERROR) << words;
+    EXPECT_NE(std::string(decompress.last_error()).find(words), std::string::npos)
+        << decompress.last_error();
+  };
+  Slot truncated = good;
+  truncated.msg.length -= 5;
+  expect_refused(truncated, "cut short or corrupt");
+  // A flipped bit in the middle of the frame: caught by the frame's checksum if not before.
+  Slot flipped = good;
+  flipped.bytes[good.msg.length / 2] ^= std::byte{0x10};
+  expect_refused(flipped, "corrupt");
+  Slot checksum = good;
+  checksum.bytes[good.msg.length - 1] ^= std::byte{0x01};  // the frame's last byte: its checksum
+  expect_refused(checksum, "corrupt zstd frame: Restored data doesn't match checksum");
+  Slot magic = good;
+  magic.bytes[0] ^= std::byte{0xff};
+  expect_refused(magic, "not a zstd frame at byte 0");
+  // Larger than the slot it came in, once decompressed.
+  Slot small = good;
+  small.msg.capacity = 4000;
+  expect_refused(small, "decompresses to 8000 bytes, more than the 4000 the slot holds");
+  Slot empty = good;
+  empty.msg.length = 0;
+  expect_refused(empty, "empty");
+  // Something after the frame that is not a frame.
+  Slot trailing = good;
+  trailing.bytes[trailing.msg.length] = std::byte{1};
+  trailing.msg.length += 1;
+  expect_refused(trailing, "at byte");
+  // The good one still decompresses: the errors left nothing behind.
+  ASSERT_EQ(decompress.process(good.msg), HOPRELAY_FORWARD) << decompress.last_error();
+  EXPECT_EQ(good.payload(), compressible(8000));
+}
+
+TEST(Stages, ZstdParametersAreCheckedWithWhatToDo) {
+  EXPECT_NE(refusal({}).find("zstd needs a mode: mode = \"compress\""), std::string::npos)
+      << refusal({});
+  EXPECT_NE(refusal({{"mode", "squeeze"}})
+                .find("mode must be \"compress\" or \"decompress\", not \"squeeze\""),
+            std::string::npos);
+  for (const char* bad : {"0x3", "", "abc", "23", "-1000000", "3.5"}) {
+    std::string why = refusal({{"mode", "compress"}, {"level", bad}});
+    EXPECT_NE(why.find("is not a zstd level: use an integer from"), std::string::npos)
+        << bad << ": " << why;
+  }
+  EXPECT_EQ(refusal({{"mode", "compress"}, {"level", "22"}}), "(accepted)");
+  EXPECT_EQ(refusal({{"mode", "compress"}, {"level", "-5"}}), "(accepted)");
+  EXPECT_NE(refusal({{"mode", "decompress"}, {"level", "3"}})
+                .find("level applies to mode = \"compress\" only"),
+            std::string::npos);
+  EXPECT_FALSE(resolve("zstd")->rejects_param("level"));
+  EXPECT_TRUE(resolve("zstd")->rejects_param("levle"));
+}
+
+TEST_F(TempDir, SinksRefuseAZstdCompressedPayloadAndSayWhatToDo) {
+  fs::path report = dir_ / "r.json", out = dir_ / "out.bin";
+  Stage verify = make("verify-sink", {{"report", report.string()}});
+  Stage file = make("file-sink", {{"path", out.string()}});
+  for (Stage* sink : {&verify, &file}) {
+    Buf b(100, 100, 1, 0);
+    b.msg.flags = HOPRELAY_MSG_ZSTD;
+    EXPECT_EQ(sink->process(b.msg), HOPRELAY_ERROR) << sink->name();
+    EXPECT_EQ(sink->last_error(),
+              "zstd-compressed: put a zstd stage with mode = \"decompress\" before this sink");
+    b.msg.flags = 0;  // the same bytes, decompressed
+    EXPECT_EQ(sink->process(b.msg), HOPRELAY_FORWARD) << sink->name();
+  }
+  verify.flush();
+  EXPECT_NE(slurp(report).find("\"corrupt\": 1"), std::string::npos) << slurp(report);
+  EXPECT_EQ(fs::file_size(out), 104u);  // one record, of the second
+}
+
 TEST_F(TempDir, VerifySinkCountsAndReports) {
   fs::path report = dir_ / "r.json";
   {

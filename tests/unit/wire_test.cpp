@@ -54,6 +54,12 @@ TEST(Wire, RejectsEveryBadField) {
 
   b = encoded(FrameHeader{FrameType::kCredit, 0x8000});
   EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadFlags);
+  // Version 5 knows the zstd stage's flag (0x0010), and no bit above it.
+  b = encoded(FrameHeader{FrameType::kData, kFlagZstd | kFlagCrc32cTrailer, 10, 1, 2});
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kOk);
+  EXPECT_EQ(out.flags, kFlagZstd | kFlagCrc32cTrailer);
+  b = encoded(FrameHeader{FrameType::kData, 0x0020, 10, 1, 2});
+  EXPECT_EQ(decode_header(b.data(), limits, out), WireError::kBadFlags);
 
   FrameHeader ctl{FrameType::kHello};
   ctl.length = kMaxControlPayload + 1;
@@ -108,7 +114,7 @@ TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
   b[2] = std::byte{3};
   EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadVersion);
   EXPECT_EQ(version_mismatch_text(b.data()),
-            "the peer speaks wire protocol version 3, this end speaks 4: run the same hoprelay "
+            "the peer speaks wire protocol version 3, this end speaks 5: run the same hoprelay "
             "release on both ends of a link");
   // No chunk can follow the highest index.
   FrameHeader wrap{FrameType::kData, kFlagMore, 10, 5, 99};

@@ -46,6 +46,14 @@ typedef enum hoprelay_verdict {
 #define HOPRELAY_MSG_CRC32C_TRAILER 0x0001u /* last 4 bytes are a CRC32C of the rest (LE) */
 /* Set by hoprelay, never by a stage: this is a chunk, and more chunks of its message follow. */
 #define HOPRELAY_MSG_MORE 0x0002u
+/* The payload (of this chunk, for a chunk) is one or more zstd frames, written by the built-in
+ * `zstd` stage (mode "compress"); a stage that reads the bytes must not take them for the
+ * message until a `zstd` stage with mode "decompress" has cleared it. Since wire version 5.
+ * (0x0004 and 0x0008 are header flags of the wire protocol, never shown to a stage.)
+ * A new flag value, not a new field: the structs are unchanged, so the ABI minor stays 2 and a
+ * stage built against an older header keeps working (it carries a flag it does not know on
+ * in `flags` as it is). */
+#define HOPRELAY_MSG_ZSTD 0x0010u
 
 /* One message, in place in its receive slot. */
 typedef struct hoprelay_msg {

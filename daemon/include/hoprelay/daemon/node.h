@@ -153,6 +153,9 @@ class Node final : public transport::LinkEvents {
   // `slot`: where the outcome of a drop is recorded (the message's slot, or one of its chunks').
   hoprelay_verdict run_stage(hoprelay_msg& msg, const transport::InboundLink* from,
                              transport::Slot& slot);
+  // An application takes bytes as they are: a message still zstd-compressed after this leaf's
+  // stage is refused as a stage error (true), with what to do, rather than handed over.
+  bool refuse_compressed(uint16_t flags, const transport::InboundLink* from, transport::Slot& slot);
   // A message given up: the warning (rate-limited, drop_log.h); the caller counts it.
   void warn_drop(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
                  uint64_t seq, uint64_t count = 1) {

@@ -21,7 +21,8 @@ namespace hoprelay::transport {
 inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
 // 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk); 3: end of stream (kFlagEnd);
 // 4: outcomes (kOutcome frames, outcome.h) and the welcome's next_seq.
-inline constexpr uint8_t kWireVersion = 4;
+// 5: flag kFlagZstd (the zstd stage's compressed payloads).
+inline constexpr uint8_t kWireVersion = 5;
 inline constexpr size_t kFrameHeaderSize = 32;
 // Control frames (hello, welcome, reject) carry at most this many payload bytes.
 inline constexpr uint32_t kMaxControlPayload = 256;
@@ -58,7 +59,11 @@ inline constexpr uint16_t kChunkFlags = kFlagMore | kFlagAbort;
 // shown to a stage, not deduplicated (repeating it is harmless); every branch gets it, so each
 // consumer learns that the stream ended (docs/protocol.md, "End of stream").
 inline constexpr uint16_t kFlagEnd = 0x0008;
-inline constexpr uint16_t kKnownFlags = kFlagCrc32cTrailer | kChunkFlags | kFlagEnd;
+// HOPRELAY_MSG_ZSTD: the payload (this chunk's, for a chunk) is zstd frames (since version 5).
+inline constexpr uint16_t kFlagZstd = 0x0010;
+// The flags a stage may set or clear, which a node carries on to the next hop.
+inline constexpr uint16_t kStageFlags = kFlagCrc32cTrailer | kFlagZstd;
+inline constexpr uint16_t kKnownFlags = kStageFlags | kChunkFlags | kFlagEnd;
 
 struct FrameHeader {
   FrameType type = FrameType::kData;
