@@ -235,6 +235,25 @@ def max_over_slots(data):
     return worst
 
 
+def write_svg(out, path):
+    """Closes the SVG document whose elements `out` holds and writes it to `path`."""
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def svg_series(out, points, label, color, dash, legend_x, legend_y):
+    """Appends to `out` a line through `points` (SVG coordinates) with a dot at each, dashed
+    when `dash` is set, and its legend entry at (legend_x, legend_y)."""
+    d = f' stroke-dasharray="{dash}"' if dash else ""
+    xy = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    out.append(f'<polyline points="{xy}" fill="none" stroke="{color}" stroke-width="2"{d}/>')
+    out.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>' for x, y in points)
+    out.append(f'<line x1="{legend_x}" y1="{legend_y}" x2="{legend_x + 25}" y2="{legend_y}" '
+               f'stroke="{color}" stroke-width="2"{d}/>')
+    out.append(f'<text x="{legend_x + 31}" y="{legend_y + 4}" font-size="11">{label}</text>')
+
+
 def svg_plot(data, meta, path):
     """Two log-log panels: throughput (Gb/s) and latency (p50 solid, p99 dotted) against size."""
     sizes = sorted(data)
@@ -293,17 +312,8 @@ def svg_plot(data, meta, path):
         out.append(f'<text x="20" y="{top + PH / 2}" transform="rotate(-90 20 {top + PH / 2})" '
                    f'text-anchor="middle">{unit} (log scale)</text>')
         for k, (label, color, dash, pts) in enumerate(series):
-            pts = [(s, v) for s, v in pts if v and v > 0]
-            d = f' stroke-dasharray="{dash}"' if dash else ""
-            xy = " ".join(f"{X(s):.1f},{Y(v):.1f}" for s, v in pts)
-            out.append(f'<polyline points="{xy}" fill="none" stroke="{color}" '
-                       f'stroke-width="2"{d}/>')
-            out.extend(f'<circle cx="{X(s):.1f}" cy="{Y(v):.1f}" r="3" fill="{color}"/>'
-                       for s, v in pts)
-            ly = top + 10 + 20 * k
-            out.append(f'<line x1="{L + pw + 15}" y1="{ly}" x2="{L + pw + 40}" y2="{ly}" '
-                       f'stroke="{color}" stroke-width="2"{d}/>')
-            out.append(f'<text x="{L + pw + 46}" y="{ly + 4}" font-size="11">{label}</text>')
+            svg_series(out, [(X(s), Y(v)) for s, v in pts if v and v > 0], label, color, dash,
+                       L + pw + 15, top + 10 + 20 * k)
         for color, s, v in marks:
             x, y = X(s), Y(v)
             out.append(f'<path d="M{x:.1f},{y - 7:.1f} l7,7 l-7,7 l-7,-7 z" fill="none" '
@@ -330,9 +340,7 @@ def svg_plot(data, meta, path):
           "microseconds", lat_series)
     out.append(f'<text x="{L + pw / 2}" y="{H - 10}" text-anchor="middle">message size (log '
                'scale)</text>')
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+    write_svg(out, path)
 
 
 def main():
