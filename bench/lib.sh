@@ -2,8 +2,8 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # the variables set here are the callers'
 
-# bench_args "$@": [--smoke] BUILD_DIR; sets smoke (0 or 1) and build (an absolute path), or
-# prints the usage and exits.
+# bench_args "$@": [--smoke] BUILD_DIR; sets smoke (0 or 1), build (an absolute path) and the
+# paths of the programs in it, hoprelayd and hoprelay, or prints the usage and exits.
 bench_args() {
   smoke=0
   if [[ "${1:-}" == "--smoke" ]]; then smoke=1; shift; fi
@@ -12,6 +12,8 @@ bench_args() {
     exit 2
   fi
   build=$(cd "$1" && pwd)
+  hoprelayd=$build/daemon/hoprelayd
+  hoprelay=$build/client/hoprelay
 }
 
 # bench_start: clk_tck, started and load_before; the daemons whose PIDs are in `pids` get

@@ -235,6 +235,14 @@ def max_over_slots(data):
     return worst
 
 
+def svg_start(width, height, title_x, title_y, title):
+    """The opening elements of an SVG document: its size, a white background, the title."""
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            'font-family="sans-serif" font-size="12">',
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            f'<text x="{title_x}" y="{title_y}" font-size="15">{title}</text>']
+
+
 def write_svg(out, path):
     """Closes the SVG document whose elements `out` holds and writes it to `path`."""
     out.append("</svg>")
@@ -266,11 +274,8 @@ def svg_plot(data, meta, path):
     def X(v):
         return L + (math.log2(v) - x0) / (x1 - x0) * pw
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="20" font-size="15">hoprelay over TCP on loopback against ZeroMQ '
-           'and raw TCP, by message size</text>']
+    out = svg_start(W, H, L, 20, "hoprelay over TCP on loopback against ZeroMQ and raw TCP, by "
+                    "message size")
     sub = []
     for name, num, den, size, want in TARGETS:
         r = ratio(data, num, den, size)
@@ -343,7 +348,9 @@ def svg_plot(data, meta, path):
     write_svg(out, path)
 
 
-def main():
+def command_line():
+    """The arguments of this script and of tree_report.py: --results FILE --out DIR [--smoke
+    0|1] [--meta KEY=VALUE ...]; returns them and the meta values (numbers where they are)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
     ap.add_argument("--out", required=True)
@@ -357,6 +364,11 @@ def main():
             meta[key] = int(value) if value.isdigit() else float(value)
         except ValueError:
             meta[key] = value
+    return args, meta
+
+
+def main():
+    args, meta = command_line()
     data = load(args.results)
     bad = missing_numbers(data)
     if bad or not data:

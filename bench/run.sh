@@ -36,8 +36,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 bench_args "$@"
-hoprelayd=$build/daemon/hoprelayd
-hoprelay=$build/client/hoprelay
 zmq_chain=$build/bench/zmq_chain
 tcp_stream=$build/bench/tcp_stream
 latency_stage=$build/bench/bench_latency_stage.so

@@ -24,8 +24,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
 bench_args "$@"
-hoprelayd=$build/daemon/hoprelayd
-hoprelay=$build/client/hoprelay
 for b in "$hoprelayd" "$hoprelay"; do
   [[ -x $b ]] || { echo "tree.sh: $b is missing: build it first" >&2; exit 1; }
 done

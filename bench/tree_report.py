@@ -13,12 +13,11 @@ Records, one per line:
 
 Exits non-zero when a number is missing; it never judges performance.
 """
-import argparse
 import json
 import math
 import sys
 
-from report import svg_series, write_svg
+from report import command_line, svg_series, svg_start, write_svg
 
 ROLES = ("head", "relay", "leaf")
 COLORS = {"head": "#d62728", "relay": "#1f77b4", "leaf": "#2ca02c", "all": "#7f7f7f"}
@@ -99,46 +98,47 @@ def per_level(trees):
             "cpu_us_per_msg_per_node_added_max": round(max(cpu), 2)}
 
 
-def role_cells(tree, key):
-    """The column of each role for one table row: the mean of `key`, or "-" (no such node)."""
-    r = tree["roles"]
-    return " | ".join(f"{r[k][key]:>6.1f}" if k in r else f"{'-':>6}" for k in ROLES)
+def table(title, columns, rows):
+    """Prints `title`, a header of `columns` ((name, width, cell(row) -> text), right-aligned),
+    a rule, and a line per row."""
+    print(title)
+    print(" | ".join(f"{name:>{width}}" for name, width, _ in columns))
+    print("-" * (sum(width for _, width, _ in columns) + 3 * (len(columns) - 1)))
+    for row in rows:
+        print(" | ".join(f"{cell(row):>{width}}" for _, width, cell in columns))
+
+
+def role_columns(key):
+    """A column per role: the mean of `key` over the tree's nodes of that role, or "-"."""
+    return [(role, 6, lambda t, role=role: f"{t['roles'][role][key]:.1f}"
+             if role in t["roles"] else "-") for role in ROLES]
 
 
 def print_tables(trees, meta, level):
     p = print
-    ls = sorted(trees)
-    base = trees[ls[0]]["msgs_per_s"]
-    size = trees[ls[0]]["size"]
-    p(f"\nThroughput: {trees[ls[0]]['count']:,} messages of {size:,} B broadcast into a "
-      "complete binary tree (one hoprelayd per node), timed to the last leaf's acknowledgement")
-    p(f"{'leaves':>6} | {'nodes':>5} | {'levels':>6} | {'msg/s into tree':>15} | "
-      f"{'MB/s per leaf':>13} | {'MB/s all leaves':>15} | {'vs ' + str(ls[0]) + ' leaf':>9} | "
-      f"{'others used':>11}")
-    p("-" * 107)
-    for leaves in ls:
-        t = trees[leaves]
-        p(f"{leaves:>6} | {t['nodes']:>5} | {t['levels']:>6} | {t['msgs_per_s']:>15,.0f} | "
-          f"{t['mb_per_s_per_leaf']:>13,.1f} | {t['mb_per_s_all_leaves']:>15,.1f} | "
-          f"{t['msgs_per_s'] / base:>8.2f}x | {100 * t['others_cpu_share']:>9.0f} %")
-    p("\nCPU: microseconds of CPU (user + system) per message, per node (mean by role); the "
-      "daemons' total CPU seconds and `hoprelay send`'s")
-    p(f"{'leaves':>6} | {'per node':>8} | {'head':>6} | {'relay':>6} | {'leaf':>6} | "
-      f"{'daemons s':>9} | {'producer s':>10}")
-    p("-" * 70)
-    for leaves in ls:
-        t = trees[leaves]
-        p(f"{leaves:>6} | {t['cpu_us_per_msg_per_node']:>8.1f} | "
-          f"{role_cells(t, 'cpu_us_per_msg_mean')} | "
-          f"{t['daemons_cpu_s']:>9.2f} | {t['producer_cpu_s']:>10.2f}")
-    p(f"\nPeak RSS (VmHWM), MiB: every daemon together, the largest one, mean by role (slots: "
-      f"{meta.get('slots', '?')} x {size:,} B per inbound link)")
-    p(f"{'leaves':>6} | {'total':>7} | {'largest':>7} | {'head':>6} | {'relay':>6} | {'leaf':>6}")
-    p("-" * 52)
-    for leaves in ls:
-        t = trees[leaves]
-        p(f"{leaves:>6} | {t['peak_rss_total_mib']:>7.1f} | {t['peak_rss_mib_per_node_max']:>7.1f}"
-          f" | {role_cells(t, 'peak_rss_mib_mean')}")
+    rows = [trees[leaves] for leaves in sorted(trees)]
+    base, size = rows[0]["msgs_per_s"], rows[0]["size"]
+    leaves = ("leaves", 6, lambda t: str(t["leaves"]))
+    table(f"\nThroughput: {rows[0]['count']:,} messages of {size:,} B broadcast into a complete "
+          "binary tree (one hoprelayd per node), timed to the last leaf's acknowledgement",
+          [leaves, ("nodes", 5, lambda t: str(t["nodes"])),
+           ("levels", 6, lambda t: str(t["levels"])),
+           ("msg/s into tree", 15, lambda t: f"{t['msgs_per_s']:,.0f}"),
+           ("MB/s per leaf", 13, lambda t: f"{t['mb_per_s_per_leaf']:,.1f}"),
+           ("MB/s all leaves", 15, lambda t: f"{t['mb_per_s_all_leaves']:,.1f}"),
+           (f"vs {rows[0]['leaves']} leaf", 9, lambda t: f"{t['msgs_per_s'] / base:.2f}x"),
+           ("others used", 11, lambda t: f"{100 * t['others_cpu_share']:.0f} %")], rows)
+    table("\nCPU: microseconds of CPU (user + system) per message, per node (mean by role); the "
+          "daemons' total CPU seconds and `hoprelay send`'s",
+          [leaves, ("per node", 8, lambda t: f"{t['cpu_us_per_msg_per_node']:.1f}")] +
+          role_columns("cpu_us_per_msg_mean") +
+          [("daemons s", 9, lambda t: f"{t['daemons_cpu_s']:.2f}"),
+           ("producer s", 10, lambda t: f"{t['producer_cpu_s']:.2f}")], rows)
+    table(f"\nPeak RSS (VmHWM), MiB: every daemon together, the largest one, mean by role (slots: "
+          f"{meta.get('slots', '?')} x {size:,} B per inbound link)",
+          [leaves, ("total", 7, lambda t: f"{t['peak_rss_total_mib']:.1f}"),
+           ("largest", 7, lambda t: f"{t['peak_rss_mib_per_node_max']:.1f}")] +
+          role_columns("peak_rss_mib_mean"), rows)
     if level:
         p(f"\nPer added level (levels {level['from_levels']} to {level['to_levels']}): "
           f"throughput x{level['throughput_ratio_geomean']:.2f} on average (geometric mean), "
@@ -165,11 +165,8 @@ def svg_plot(trees, path):
     def X(v):
         return L + (math.log2(v) - x0) / (x1 - x0) * pw
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="22" font-size="15">hoprelay broadcast into complete binary trees '
-           'over TCP on loopback, by number of leaves</text>']
+    out = svg_start(W, H, L, 22, "hoprelay broadcast into complete binary trees over TCP on "
+                    "loopback, by number of leaves")
 
     def panel(top, title, series):
         vals = [v for _, _, pts in series for _, v in pts]
@@ -213,12 +210,7 @@ def svg_plot(trees, path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--results", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--meta", nargs="*", default=[])
-    args = ap.parse_args()
-    meta = dict(kv.split("=", 1) for kv in args.meta)
+    args, meta = command_line()
     trees = load(args.results)
     bad = missing(trees)
     if bad or not trees:
