@@ -235,6 +235,33 @@ def max_over_slots(data):
     return worst
 
 
+def svg_start(width, height, title_x, title_y, title):
+    """The opening elements of an SVG document: its size, a white background, the title."""
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            'font-family="sans-serif" font-size="12">',
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            f'<text x="{title_x}" y="{title_y}" font-size="15">{title}</text>']
+
+
+def write_svg(out, path):
+    """Closes the SVG document whose elements `out` holds and writes it to `path`."""
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def svg_series(out, points, label, color, dash, legend_x, legend_y):
+    """Appends to `out` a line through `points` (SVG coordinates) with a dot at each, dashed
+    when `dash` is set, and its legend entry at (legend_x, legend_y)."""
+    d = f' stroke-dasharray="{dash}"' if dash else ""
+    xy = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    out.append(f'<polyline points="{xy}" fill="none" stroke="{color}" stroke-width="2"{d}/>')
+    out.extend(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>' for x, y in points)
+    out.append(f'<line x1="{legend_x}" y1="{legend_y}" x2="{legend_x + 25}" y2="{legend_y}" '
+               f'stroke="{color}" stroke-width="2"{d}/>')
+    out.append(f'<text x="{legend_x + 31}" y="{legend_y + 4}" font-size="11">{label}</text>')
+
+
 def svg_plot(data, meta, path):
     """Two log-log panels: throughput (Gb/s) and latency (p50 solid, p99 dotted) against size."""
     sizes = sorted(data)
@@ -247,11 +274,8 @@ def svg_plot(data, meta, path):
     def X(v):
         return L + (math.log2(v) - x0) / (x1 - x0) * pw
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-           'font-family="sans-serif" font-size="12">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{L}" y="20" font-size="15">hoprelay over TCP on loopback against ZeroMQ '
-           'and raw TCP, by message size</text>']
+    out = svg_start(W, H, L, 20, "hoprelay over TCP on loopback against ZeroMQ and raw TCP, by "
+                    "message size")
     sub = []
     for name, num, den, size, want in TARGETS:
         r = ratio(data, num, den, size)
@@ -293,17 +317,8 @@ def svg_plot(data, meta, path):
         out.append(f'<text x="20" y="{top + PH / 2}" transform="rotate(-90 20 {top + PH / 2})" '
                    f'text-anchor="middle">{unit} (log scale)</text>')
         for k, (label, color, dash, pts) in enumerate(series):
-            pts = [(s, v) for s, v in pts if v and v > 0]
-            d = f' stroke-dasharray="{dash}"' if dash else ""
-            xy = " ".join(f"{X(s):.1f},{Y(v):.1f}" for s, v in pts)
-            out.append(f'<polyline points="{xy}" fill="none" stroke="{color}" '
-                       f'stroke-width="2"{d}/>')
-            out.extend(f'<circle cx="{X(s):.1f}" cy="{Y(v):.1f}" r="3" fill="{color}"/>'
-                       for s, v in pts)
-            ly = top + 10 + 20 * k
-            out.append(f'<line x1="{L + pw + 15}" y1="{ly}" x2="{L + pw + 40}" y2="{ly}" '
-                       f'stroke="{color}" stroke-width="2"{d}/>')
-            out.append(f'<text x="{L + pw + 46}" y="{ly + 4}" font-size="11">{label}</text>')
+            svg_series(out, [(X(s), Y(v)) for s, v in pts if v and v > 0], label, color, dash,
+                       L + pw + 15, top + 10 + 20 * k)
         for color, s, v in marks:
             x, y = X(s), Y(v)
             out.append(f'<path d="M{x:.1f},{y - 7:.1f} l7,7 l-7,7 l-7,-7 z" fill="none" '
@@ -330,12 +345,12 @@ def svg_plot(data, meta, path):
           "microseconds", lat_series)
     out.append(f'<text x="{L + pw / 2}" y="{H - 10}" text-anchor="middle">message size (log '
                'scale)</text>')
-    out.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+    write_svg(out, path)
 
 
-def main():
+def command_line():
+    """The arguments of this script and of tree_report.py: --results FILE --out DIR [--smoke
+    0|1] [--meta KEY=VALUE ...]; returns them and the meta values (numbers where they are)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
     ap.add_argument("--out", required=True)
@@ -349,6 +364,11 @@ def main():
             meta[key] = int(value) if value.isdigit() else float(value)
         except ValueError:
             meta[key] = value
+    return args, meta
+
+
+def main():
+    args, meta = command_line()
     data = load(args.results)
     bad = missing_numbers(data)
     if bad or not data:

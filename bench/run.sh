@@ -32,16 +32,10 @@
 # writes to BUILD_DIR/bench/out-smoke/.
 set -euo pipefail
 
-smoke=0
-if [[ "${1:-}" == "--smoke" ]]; then smoke=1; shift; fi
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 [--smoke] BUILD_DIR" >&2
-  exit 2
-fi
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "$1" && pwd)
-hoprelayd=$build/daemon/hoprelayd
-hoprelay=$build/client/hoprelay
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+bench_args "$@"
 zmq_chain=$build/bench/zmq_chain
 tcp_stream=$build/bench/tcp_stream
 latency_stage=$build/bench/bench_latency_stage.so
@@ -76,16 +70,7 @@ rm -rf "$work"
 mkdir -p "$work/lat"
 results=$out/results.tsv # one record per line, read by bench/report.py
 : >"$results"
-clk_tck=$(getconf CLK_TCK)
-started=$(date +%s)
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
+bench_start
 
 # 9 steps per size: hop1, chain, fanout, zmq, tcp throughput; hop1, chain, chainbusy, zmq
 # latency.
@@ -96,30 +81,6 @@ progress() { # WHAT...: starts a progress line on stderr; `done_line` ends it
   printf '[%2d/%d] %s ...' "$step" "$steps" "$*" >&2
 }
 done_line() { printf ' %s\n' "$*" >&2; }
-
-free_ports() { # N free loopback ports
-  python3 - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
-
-wait_up() { # LOG PEER...: until the node's log says it listens and its links to PEERs are up
-  local log=$1 i p ok
-  shift
-  for ((i = 0; i < 200; i++)); do
-    if grep -qs "listening on" "$log"; then
-      ok=1
-      for p in "$@"; do grep -q "outbound link up: $p " "$log" || ok=0; done
-      ((ok)) && return 0
-    fi
-    sleep 0.05
-  done
-  return 1
-}
 
 # Per-size slot geometry, as an operator would size a pipeline for its messages: a message up
 # to 256 KiB fits one slot, a larger one travels as chunks of 256 KiB slots (cut-through:
@@ -237,16 +198,6 @@ stop_topology() { # SIZE: every message is acknowledged by now, so the order doe
   pids=()
 }
 
-cpu_ticks() { # PID...: utime + stime, in clock ticks, summed
-  local total=0 p f
-  for p in "$@"; do
-    # Fields after the ")" of the command name: state is field 3, utime 14, stime 15.
-    read -r -a f <<<"$(sed 's/.*) //' "/proc/$p/stat")"
-    total=$((total + f[11] + f[12]))
-  done
-  echo "$total"
-}
-
 # timed OUT CMD...: runs CMD with its stdout in OUT; sets t_cpu to its user + system seconds,
 # wall0/wall1 and busy0/busy1 to the time and the machine's busy ticks around it.
 t_cpu=0
@@ -263,10 +214,6 @@ timed() {
   wall1=$EPOCHREALTIME
   busy1=$(busy_ticks)
   t_cpu=$(awk '{print $1 + $2}' <<<"$t")
-}
-
-busy_ticks() { # CPU time the whole machine spent busy, in clock ticks (/proc/stat)
-  awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat
 }
 
 # measure SYSTEM SIZE COUNT: one throughput run; sets m_count, m_seconds and m_cpu (CPU

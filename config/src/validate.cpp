@@ -731,31 +731,45 @@ class Validator {
   }
 
   // Depth-first search in file order; every back edge closes one cycle, reported at the
-  // downstream entry that closes it. Removing the reported entries leaves a DAG.
+  // downstream entry that closes it. Removing the reported entries leaves a DAG. Iterative, with
+  // the path on the heap: a chain of 50,000 nodes overflowed the 8 MiB stack when recursive.
+  struct Step {
+    size_t node;
+    size_t next_link;  // the first of its links not followed yet
+  };
   void check_cycles() {
-    std::vector<int> state(raw_nodes_.size(), 0);  // 0 new, 1 on the stack, 2 done
-    std::vector<size_t> stack;
-    for (size_t i = 0; i < raw_nodes_.size(); ++i) {
-      if (state[i] == 0) visit(i, state, stack);
+    std::vector<int> state(raw_nodes_.size(), 0);  // 0 new, 1 on the path, 2 done
+    std::vector<Step> path;
+    for (size_t root = 0; root < raw_nodes_.size(); ++root) {
+      if (state[root] != 0) continue;
+      state[root] = 1;
+      path.push_back({root, 0});
+      while (!path.empty()) {
+        Step& top = path.back();
+        const auto& links = raw_nodes_[top.node].links;
+        if (top.next_link == links.size()) {
+          state[top.node] = 2;
+          path.pop_back();
+          continue;
+        }
+        const RawNode::Link& link = links[top.next_link++];
+        if (state[link.to] == 0) {
+          state[link.to] = 1;
+          path.push_back({link.to, 0});
+        } else if (state[link.to] == 1) {
+          report_cycle(path, link);
+        }
+      }
     }
   }
 
-  void visit(size_t u, std::vector<int>& state, std::vector<size_t>& stack) {
-    state[u] = 1;
-    stack.push_back(u);
-    for (const auto& link : raw_nodes_[u].links) {
-      if (state[link.to] == 0) {
-        visit(link.to, state, stack);
-      } else if (state[link.to] == 1) {
-        auto from = std::find(stack.begin(), stack.end(), link.to);
-        std::string path;
-        for (auto it = from; it != stack.end(); ++it) path += raw_nodes_[*it].name + " -> ";
-        path += raw_nodes_[link.to].name;
-        error(link.pos, "cycle in the pipeline: " + path);
-      }
-    }
-    stack.pop_back();
-    state[u] = 2;
+  void report_cycle(const std::vector<Step>& path, const RawNode::Link& link) {
+    auto from = std::find_if(path.begin(), path.end(),
+                             [&](const Step& step) { return step.node == link.to; });
+    std::string names;
+    for (auto it = from; it != path.end(); ++it) names += raw_nodes_[it->node].name + " -> ";
+    names += raw_nodes_[link.to].name;
+    error(link.pos, "cycle in the pipeline: " + names);
   }
 
   std::string_view text_;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -90,19 +91,47 @@ RunResult run(const std::vector<std::string>& argv, std::chrono::seconds timeout
   return r;
 }
 
-uint16_t free_port() {
-  // Ask the kernel for a free port (bind to port 0). Another process could take it before the
-  // daemon binds it; the ephemeral range is large enough that this has not been seen.
+namespace {
+
+// The first port of the kernel's ephemeral range (ports it gives to connect() and bind(0)).
+int ephemeral_low() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return in >> low ? low : 0;
+}
+
+// Binds a TCP socket to 127.0.0.1:port (0: the kernel's choice) and closes it again; the port
+// it had, or 0 when it could not bind.
+uint16_t try_bind(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  a.sin_port = htons(port);
   socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   ::close(fd);
-  return ntohs(a.sin_port);
+  return ok ? ntohs(a.sin_port) : 0;
+}
+
+}  // namespace
+
+uint16_t free_port() {
+  // A port below the ephemeral range, so that no connect() on this machine (the daemons'
+  // own links included) is given it as its source port between this call and the daemon's
+  // bind: with 63 daemons connecting at once that happened (a leaf found its listen port
+  // taken). Another test could still pick the same port among up to 20,000; that has not been
+  // seen. Without room below the range, the kernel's choice (bind to port 0).
+  static std::mt19937 pick(std::random_device{}());
+  const int high = ephemeral_low();
+  if (high > 11000) {
+    std::uniform_int_distribution<int> below(std::max(10000, high - 20000), high - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      if (uint16_t port = try_bind(static_cast<uint16_t>(below(pick)))) return port;
+    }
+  }
+  return try_bind(0);
 }
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {

@@ -598,6 +598,22 @@ TEST(ConfigTest, DiamondIsNotACycle) {
   EXPECT_NO_THROW(parse_topology(kFull, "t"));
 }
 
+// The cycle search walks a path as long as the pipeline is deep: 60,000 nodes in a chain
+// overflowed the stack when it recursed. The back edge from the last node closes one cycle.
+TEST(ConfigTest, ChainOfSixtyThousandNodesIsSearchedForCycles) {
+  constexpr int kNodes = 60000;
+  std::string text = "[pipeline]\nname = \"deep\"\n";
+  for (int i = 0; i < kNodes; ++i) {
+    text += "[nodes.n" + std::to_string(i) + "]\nlisten = \"h" + std::to_string(i) +
+            ":1\"\ndownstream = [\"n" + std::to_string((i + 1) % kNodes) + "\"]\n";
+  }
+  auto d = errors_of(text);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].pos.line, 3u * kNodes + 2);
+  EXPECT_TRUE(d[0].message.starts_with("cycle in the pipeline: n0 -> n1 -> n2 -> "));
+  EXPECT_TRUE(d[0].message.ends_with(" -> n59999 -> n0"));
+}
+
 TEST(ConfigTest, SlotSizeOutOfRange) {
   expect_error("[pipeline]\nname = \"d\"\nslot_size = \"128B\"\n[nodes.a]\nlisten = \"h:1\"\n", 3,
                13, "pipeline.slot_size \"128B\" is out of range: must be between 256B and 16MiB");
