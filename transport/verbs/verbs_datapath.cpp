@@ -136,7 +136,9 @@ std::byte* VerbsInbound::outcome_frame(uint32_t slot) {
 }
 
 void VerbsInbound::release(Slot& slot, const Outcome* outcome) {
-  if (outcome && state_ == State::kUp) {
+  // Also before the link is up (a frame may complete before our ESTABLISHED): maybe_up()
+  // flushes what waited.
+  if (outcome && state_ != State::kClosed) {
     // Encoded into the slot's own outcome buffer: it stays untouched until the slot is used
     // and released again, long after this send completed (the credit goes after it).
     encode_outcome_frame(slot, *outcome, outcome_frame(slot.index));

@@ -607,6 +607,13 @@ void VerbsInbound::maybe_up() {
              transport_.identity().auth ? ", authenticated" : "");
   schedule_watch();
   transport_.events().on_inbound_up(*this);
+  // The sender may post its first frames as soon as its own ESTABLISHED arrives, and their
+  // receive completions can reach us before ours does (the QP accepts them from RTR on): the
+  // node took and released them then, and their credits (and outcomes) waited for the link to
+  // be up. Without this they would wait for ever, and so would the sender, out of credits.
+  if (state_ == State::kUp && (pending_credits_ != 0 || !pending_outcomes_.empty())) {
+    flush_credits();
+  }
 }
 
 void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<const std::byte>) {
