@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,20 +119,32 @@ uint16_t try_bind(uint16_t port) {
 }  // namespace
 
 uint16_t free_port() {
-  // A port below the ephemeral range, so that no connect() on this machine (the daemons'
-  // own links included) is given it as its source port between this call and the daemon's
-  // bind: with 63 daemons connecting at once that happened (a leaf found its listen port
-  // taken). Another test could still pick the same port among up to 20,000; that has not been
-  // seen. Without room below the range, the kernel's choice (bind to port 0).
-  static std::mt19937 pick(std::random_device{}());
+  // A port below the ephemeral range, so that no connect() on this machine (the daemons' own
+  // links included) is given it as its source port between this call and the daemon's bind:
+  // with 63 daemons connecting at once that happened (a leaf found its listen port taken).
+  // The ports come in turn from one counter that every test process on the machine shares (a
+  // file in the temporary directory, under flock): ctest runs two tests at once, and random
+  // picks made two 63-node trees (126 ports each) collide. Without room below the range, or
+  // without the file, the kernel's choice (bind to port 0).
   const int high = ephemeral_low();
-  if (high > 11000) {
-    std::uniform_int_distribution<int> below(std::max(10000, high - 20000), high - 1);
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      if (uint16_t port = try_bind(static_cast<uint16_t>(below(pick)))) return port;
+  const int low = std::max(10000, high - 20000);
+  const fs::path counter = fs::temp_directory_path() / "hoprelay-test-ports";
+  int fd = high > low + 1000 ? ::open(counter.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666) : -1;
+  if (fd < 0) return try_bind(0);
+  uint16_t port = 0;
+  if (::flock(fd, LOCK_EX) == 0) {
+    uint32_t next = 0;
+    if (::pread(fd, &next, sizeof(next), 0) != static_cast<ssize_t>(sizeof(next))) {
+      next = static_cast<uint32_t>(::getpid());
     }
+    for (int attempt = 0; attempt < 1000 && port == 0; ++attempt) {
+      port = try_bind(static_cast<uint16_t>(low + next++ % static_cast<uint32_t>(high - low)));
+    }
+    if (::pwrite(fd, &next, sizeof(next), 0) != static_cast<ssize_t>(sizeof(next))) port = 0;
+    ::flock(fd, LOCK_UN);
   }
-  return try_bind(0);
+  ::close(fd);
+  return port != 0 ? port : try_bind(0);
 }
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
