@@ -26,12 +26,13 @@ using internal::did_you_mean;
 constexpr size_t kMaxNodeNameBytes = 48;
 
 const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file"};
-const std::vector<std::string_view> kPipelineKeys = {"name",  "transport",    "slot_size",
-                                                     "slots", "ingress",      "forward",
-                                                     "poll",  "on_peer_down", "peer_down_timeout"};
+const std::vector<std::string_view> kPipelineKeys = {
+    "name", "transport",    "slot_size",         "slots",  "ingress", "forward",
+    "poll", "on_peer_down", "peer_down_timeout", "threads"};
 const std::vector<std::string_view> kNodeKeys = {
     "listen", "metrics", "downstream", "route", "stage",        "transport",         "slot_size",
-    "slots",  "ingress", "forward",    "poll",  "on_peer_down", "peer_down_timeout", "cpu"};
+    "slots",  "ingress", "forward",    "poll",  "on_peer_down", "peer_down_timeout", "cpu",
+    "threads"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -139,6 +140,7 @@ struct Settings {
   Poll poll = Poll::kEvent;
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);
+  uint32_t threads = 1;
 };
 
 // One entry of [nodes], table or not, so that downstream names resolve against every declared
@@ -304,6 +306,8 @@ class Validator {
       parse_peer_down_timeout(e, name, s);
     } else if (e.key == "slot_size") {
       parse_slot_size(e, name, s);
+    } else if (e.key == "threads") {
+      parse_threads(e, name, s);
     } else if (e.key == "slots") {
       auto v = e.value->as_integer();
       if (!v) {
@@ -509,18 +513,53 @@ class Validator {
     spec.poll = s.poll;
     spec.on_peer_down = s.on_peer_down;
     spec.peer_down_timeout = s.peer_down_timeout;
+    spec.threads = s.threads;
   }
 
-  // A CPU number; whether this host has it is checked by hoprelayd when it pins itself.
+  // A CPU number or a list of them; whether this host has them is checked by hoprelayd when
+  // it pins itself.
   void parse_cpu(const Entry& e, NodeSpec& spec, const std::string& name) {
-    auto v = e.value->as_integer();
-    if (!v) return type_error(e, name, "an integer (a CPU number, as in `taskset -c`)");
-    if (v->get() < 0 || v->get() >= kMaxCpu) {
-      return error(e.value_pos, name + " " + std::to_string(v->get()) +
-                                    " is out of range: must be between 0 and " +
-                                    std::to_string(kMaxCpu - 1));
+    static constexpr const char* kWhat = "an integer (a CPU number, as in `taskset -c`)";
+    auto one = [&](const toml::node& n, SourcePos pos, const std::string& what) -> bool {
+      auto v = n.as_integer();
+      if (!v) {
+        error(pos, what + " must be " + kWhat);
+        return false;
+      }
+      if (v->get() < 0 || v->get() >= kMaxCpu) {
+        error(pos, what + " " + std::to_string(v->get()) +
+                       " is out of range: must be between 0 and " + std::to_string(kMaxCpu - 1));
+        return false;
+      }
+      spec.cpu.push_back(static_cast<uint32_t>(v->get()));
+      return true;
+    };
+    if (const toml::array* list = e.value->as_array()) {
+      if (list->empty()) {
+        return error(e.value_pos, name + " is an empty list: give CPU numbers, or leave it out");
+      }
+      for (size_t i = 0; i < list->size(); ++i) {
+        const toml::node& n = *list->get(i);
+        if (!one(n, pos_of(n.source()), name + "[" + std::to_string(i) + "]")) return;
+      }
+      return;
     }
-    spec.cpu = static_cast<uint32_t>(v->get());
+    if (!e.value->is_integer()) {
+      return type_error(e, name, std::string(kWhat) + " or a list of them");
+    }
+    one(*e.value, e.value_pos, name);
+  }
+
+  // Worker threads for the stage: 1 (the event loop runs it) up to kMaxThreads.
+  void parse_threads(const Entry& e, const std::string& name, Settings& s) {
+    auto v = e.value->as_integer();
+    if (!v) return type_error(e, name, "an integer (how many threads run the stage)");
+    if (v->get() < 1 || v->get() > kMaxThreads) {
+      return error(e.value_pos, name + " " + std::to_string(v->get()) +
+                                    " is out of range: must be between 1 and " +
+                                    std::to_string(kMaxThreads));
+    }
+    s.threads = static_cast<uint32_t>(v->get());
   }
 
   std::optional<Endpoint> get_address(const Entry& e, const std::string& name,

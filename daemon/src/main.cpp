@@ -14,6 +14,7 @@
 
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
+#include "hoprelay/daemon/cpu_pin.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/transport/log.h"
 #include "spdlog/pattern_formatter.h"
@@ -21,32 +22,6 @@
 #include "systemd_notify.h"
 
 namespace {
-
-// Pins the calling thread (the event loop: every link, the stage and the routing run on it) to
-// `cpu`. Called once the node has started, so the metrics server's threads keep the process's
-// other CPUs. Returns what to do when the CPU is not this process's to use.
-std::string pin_to_cpu(uint32_t cpu) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return "sched_getaffinity failed";
-  if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) {
-    std::string list;
-    for (int i = 0; i < CPU_SETSIZE; ++i) {
-      if (CPU_ISSET(i, &allowed)) list += (list.empty() ? "" : ",") + std::to_string(i);
-    }
-    return "cpu = " + std::to_string(cpu) + " but this process may only run on CPUs " + list +
-           " (nproc, taskset -p, the unit's CPUAffinity= or the cgroup's cpuset): change `cpu` "
-           "in the topology";
-  }
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (int rc = pthread_setaffinity_np(pthread_self(), sizeof(one), &one); rc != 0) {
-    return "cannot pin to CPU " + std::to_string(cpu) + ": " + std::strerror(rc);
-  }
-  spdlog::info("event loop pinned to CPU {}", cpu);
-  return "";
-}
 
 constexpr int kExitConfig = 78;       // EX_CONFIG
 constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: cannot start (port, device, memlock)
@@ -237,6 +212,14 @@ int main(int argc, char** argv) {
   // leaf: once it listens), so units ordered after this one find the pipeline below it up.
   std::string serving;
   bool downstream_ready = spec->downstream.empty();
+  // Every CPU of `cpu` first: the stage workers pin themselves as the node starts them.
+  for (uint32_t cpu : spec->cpu) {
+    if (std::string why = daemon::cpu_refusal(cpu); !why.empty()) {
+      spdlog::error("cannot start: {}", why);
+      notifier.status("cannot start: " + why);
+      return kExitConfig;
+    }
+  }
   transport::EventLoop loop;
   std::unique_ptr<daemon::Node> node;
   try {
@@ -264,12 +247,16 @@ int main(int argc, char** argv) {
     notifier.status("starting: " + serving + "; waiting for the downstream links to " +
                     join(spec->downstream) + " to come up");
   }
-  if (spec->cpu) {
-    if (std::string why = pin_to_cpu(*spec->cpu); !why.empty()) {
+  // The event loop (every link and the routing; the stage too unless `threads` > 1) goes to
+  // the first CPU of `cpu`. Pinned once the node has started, so the metrics server's threads
+  // keep the process's other CPUs (the stage workers pinned themselves).
+  if (!spec->cpu.empty()) {
+    if (std::string why = daemon::pin_this_thread(spec->cpu.front()); !why.empty()) {
       spdlog::error("cannot start: {}", why);
       notifier.status("cannot start: " + why);
       return kExitConfig;
     }
+    spdlog::info("event loop pinned to CPU {}", spec->cpu.front());
   }
   notifier.start_watchdog(loop);
 

@@ -59,6 +59,10 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                 .Name("hoprelay_stage_messages_total")
                 .Help("Messages processed by the stage, by verdict (forward, drop, error)")
                 .Register(r);
+  stage_workers_ = &BuildCounter()
+                        .Name("hoprelay_stage_worker_messages_total")
+                        .Help("Messages the stage ran on, by worker thread (threads > 1)")
+                        .Register(r);
   dropped_ = &BuildCounter()
                   .Name("hoprelay_messages_dropped_total")
                   .Help("Messages not forwarded, by reason")
@@ -234,6 +238,9 @@ prometheus::Counter& NodeMetrics::completion_errors(std::string_view status) {
 
 prometheus::Counter& NodeMetrics::stage_verdict(const std::string& stage, const char* verdict) {
   return stage_->Add({{"stage", stage}, {"verdict", verdict}});
+}
+prometheus::Counter& NodeMetrics::stage_worker_messages(uint32_t worker) {
+  return stage_workers_->Add({{"worker", std::to_string(worker)}});
 }
 prometheus::Counter& NodeMetrics::dropped(const char* reason) {
   return dropped_->Add({{"reason", reason}});

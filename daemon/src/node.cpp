@@ -11,6 +11,7 @@
 #include <optional>
 #include <tuple>
 
+#include "hoprelay/daemon/monotonic.h"
 #include "hoprelay/transport/log.h"
 
 namespace hoprelay::daemon {
@@ -58,13 +59,6 @@ spdlog::logger& log() {
   return *logger;
 }
 
-// Monotonic nanoseconds (vDSO clock_gettime: no system call on the data path).
-inline uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
-
 // Spreads origins over branches for route = "hash": one origin always takes the same branch.
 inline size_t origin_branch(uint32_t origin, size_t branches) {
   uint64_t x = origin * 0x9E3779B97F4A7C15ull;
@@ -106,6 +100,7 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   slots_in_use_ = &metrics_->slots_in_use();
   stage_seconds_ = &metrics_->stage_seconds(stage_name);
   residence_seconds_ = &metrics_->residence_seconds();
+  configure_workers();
   metrics_->config_loaded(true, topology_->hash);
   for (const auto& name : spec_->downstream) add_downstream(name);
   rebuild_active();
@@ -115,6 +110,51 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
         "dropped",
         config::duration_text(spec_->peer_down_timeout));
   }
+}
+
+void Node::configure_workers() {
+  if (spec_->threads <= 1) return;
+  const uint32_t caps = stage_.caps();
+  const bool shared = (caps & HOPRELAY_STAGE_THREADSAFE) != 0;
+  const bool per_thread = !shared && (caps & HOPRELAY_STAGE_PER_THREAD) != 0;
+  if (!shared && !per_thread) {
+    // Jobs already handed over finish with the instance they ran on; what comes now only keeps
+    // its place behind them.
+    parallel_ = false;
+    if (workers_) workers_->set_stages(std::vector<stages::Stage*>(spec_->threads, &stage_));
+    worker_stages_.clear();
+    log().warn(
+        "threads = {}, but stage {} does not say it may run on several threads "
+        "(HOPRELAY_STAGE_THREADSAFE or HOPRELAY_STAGE_PER_THREAD, stage ABI minor 3): it runs on "
+        "the event loop alone",
+        spec_->threads, stage_.name());
+    return;
+  }
+  std::vector<stages::Stage> instances;
+  std::vector<stages::Stage*> pointers;
+  for (uint32_t i = 0; i < spec_->threads; ++i) {
+    if (per_thread) instances.emplace_back(stage_.type(), spec_->name, spec_->stage.params);
+  }
+  for (uint32_t i = 0; i < spec_->threads; ++i) {
+    pointers.push_back(per_thread ? &instances[i] : &stage_);
+  }
+  if (!workers_) {
+    // Sized for every slot of the node's inbound links (a head node: a few producers).
+    size_t links = std::max<size_t>(spec_->upstream.size(), 4);
+    workers_ =
+        std::make_unique<StageWorkers>(loop_, pointers, spec_->slot_size, links * spec_->slots,
+                                       spec_->cpu, [this](StageJob& job) { finish_job(job); });
+    for (uint32_t i = 0; i < spec_->threads; ++i) {
+      worker_counters_.push_back(&metrics_->stage_worker_messages(i));
+      worker_counted_.push_back(0);
+    }
+  } else {
+    workers_->set_stages(pointers);
+  }
+  worker_stages_ = std::move(instances);  // after set_stages: the old ones are idle now
+  parallel_ = true;
+  log().info("stage {} runs on {} worker threads ({})", stage_.name(), spec_->threads,
+             shared ? "one thread-safe instance" : "one instance per thread");
 }
 
 Node::Downstream& Node::add_downstream(const std::string& name) {
@@ -146,6 +186,8 @@ void Node::rebuild_active() {
 }
 
 Node::~Node() {
+  // The workers first: they write into slots the links own.
+  workers_.reset();
   // Links first: they call back into the node while they close.
   for (auto& d : downstream_) d->link.reset();
   for (auto& d : downstream_) cancel_peer_down(*d);
@@ -234,24 +276,41 @@ Node::Inbound* Node::inbound_of(transport::InboundLink& link) {
 }
 
 // A message's walk through the node: drop a replayed copy, stage in place, then route from
-// the same slot.
+// the same slot. With stage workers, the stage runs on one of them and the rest of the walk
+// resumes in arrival order (finish_job).
 void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   // An end-of-stream mark is not a message: no message counter sees it.
-  if (slot.flags & transport::kFlagEnd) return on_end(link, slot);
-  Inbound* in = inbound_of(link);
-  auto op = static_cast<size_t>(slot.opcode);
-  if (in && in->metrics.messages[op]) {
-    in->metrics.messages[op].add();
-    in->metrics.bytes[op].add(slot.length);
+  if (!(slot.flags & transport::kFlagEnd)) {
+    Inbound* in = inbound_of(link);
+    auto op = static_cast<size_t>(slot.opcode);
+    if (in && in->metrics.messages[op]) {
+      in->metrics.messages[op].add();
+      in->metrics.bytes[op].add(slot.length);
+    }
+    // The loop's clock (read once per iteration), not one clock read per message.
+    slot.arrived_ns = loop_.now_ns();
   }
-  // The loop's clock (read once per iteration), not one clock read per message.
-  slot.arrived_ns = loop_.now_ns();
-  // A link carries one chunked message at a time: any other frame while one is reassembled
-  // from it means its sender gave that message up, and it cannot complete.
+  if (!workers_) return take(link, slot);
+  // To a worker: a whole message seen for the first time, recorded as taken now, so that a
+  // repeat arriving while it is on a worker is known for one. Everything else keeps its place
+  // in the order and walks on the event loop when its turn comes.
+  bool staged = parallel_ && !(slot.flags & transport::kFlagEnd) &&
+                !transport::is_chunk(slot.flags, slot.chunk) &&
+                dedup_.first_time(slot.origin, slot.seq);
+  workers_->submit(link, slot, staged);
+}
+
+void Node::check_assembling(Inbound* in, const transport::Slot& slot) {
   if (in && in->assembling &&
       (in->assembling->origin != slot.origin || in->assembling->seq != slot.seq)) {
     abandon(*in->assembling, dropped_incomplete_, "incomplete");
   }
+}
+
+void Node::take(transport::InboundLink& link, transport::Slot& slot) {
+  if (slot.flags & transport::kFlagEnd) return on_end(link, slot);
+  Inbound* in = inbound_of(link);
+  check_assembling(in, slot);
   if (transport::is_chunk(slot.flags, slot.chunk)) {
     return in ? on_chunk(*in, slot) : consume(link, slot);
   }
@@ -269,14 +328,37 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
                    0};
   if (run_stage(msg, &link, slot) != HOPRELAY_FORWARD) return consume(link, slot);
   slot.length = msg.length;
+  after_stage(link, slot, msg.flags);
+}
+
+void Node::finish_job(StageJob& job) {
+  transport::InboundLink& link = *job.link;
+  transport::Slot& slot = *job.slot;
+  if (!job.staged) {
+    take(link, slot);
+  } else {
+    check_assembling(inbound_of(link), slot);
+    if (job.timed) stage_seconds_->observe_ns(job.stage_ns);
+    bool grew = job.verdict == HOPRELAY_FORWARD && job.length > spec_->slot_size;
+    if (judge(job.verdict, grew, job.why, slot.origin, slot.seq, &link, slot) != HOPRELAY_FORWARD) {
+      consume(link, slot);
+    } else {
+      slot.length = job.length;
+      after_stage(link, slot, job.flags);
+    }
+  }
+  if (draining_) check_drained();
+}
+
+void Node::after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags) {
   if (active_.empty()) {  // a leaf
-    if (refuse_compressed(static_cast<uint16_t>(msg.flags), &link, slot)) {
+    if (refuse_compressed(static_cast<uint16_t>(flags), &link, slot)) {
       return consume(link, slot);
     }
     return deliver(link, slot);
   }
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
-  slot.flags = static_cast<uint16_t>(msg.flags & transport::kStageFlags);
+  slot.flags = static_cast<uint16_t>(flags & transport::kStageFlags);
   route(slot);
 }
 
@@ -297,10 +379,18 @@ hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink
   // The stage's time is measured on one message in kStageSample: two clock reads per message
   // cost more than most stages (a histogram wants a sample, not every message).
   const bool timed = (++stage_calls_ & (kStageSample - 1)) == 0;
-  const uint64_t started = timed ? now_ns() : 0;
+  const uint64_t started = timed ? monotonic_ns() : 0;
   hoprelay_verdict verdict = stage_.process(msg);
-  if (timed) stage_seconds_->observe_ns(now_ns() - started);
-  if (verdict == HOPRELAY_FORWARD && msg.length > capacity) verdict = HOPRELAY_ERROR;
+  if (timed) stage_seconds_->observe_ns(monotonic_ns() - started);
+  bool grew = verdict == HOPRELAY_FORWARD && msg.length > capacity;
+  std::string_view why = verdict == HOPRELAY_FORWARD ? std::string_view() : stage_.last_error();
+  return judge(verdict, grew, why, msg.origin, msg.seq, from, slot);
+}
+
+hoprelay_verdict Node::judge(hoprelay_verdict verdict, bool grew, std::string_view why,
+                             uint32_t origin, uint64_t seq, const transport::InboundLink* from,
+                             transport::Slot& slot) {
+  if (grew) verdict = HOPRELAY_ERROR;
   switch (verdict) {
     case HOPRELAY_FORWARD:
       stage_forward_.add();
@@ -308,22 +398,20 @@ hoprelay_verdict Node::run_stage(hoprelay_msg& msg, const transport::InboundLink
     case HOPRELAY_DROP:
       stage_drop_.add();
       dropped_by_stage_.add();
-      warn_drop("stage_drop", peer_of(from), stage_detail(verdict, false), msg.origin, msg.seq);
+      warn_drop("stage_drop", peer_of(from), stage_detail(verdict, false, why), origin, seq);
       record_drop(slot, transport::DropReason::kStageDrop, detail_, false);
       return verdict;
     default:
       stage_error_.add();
       dropped_stage_error_.add();
-      warn_drop("stage_error", peer_of(from), stage_detail(HOPRELAY_ERROR, msg.length > capacity),
-                msg.origin, msg.seq);
+      warn_drop("stage_error", peer_of(from), stage_detail(HOPRELAY_ERROR, grew, why), origin, seq);
       record_drop(slot, transport::DropReason::kStageError, detail_, false);
       return HOPRELAY_ERROR;
   }
 }
 
-std::string_view Node::stage_detail(hoprelay_verdict verdict, bool grew) {
+std::string_view Node::stage_detail(hoprelay_verdict verdict, bool grew, std::string_view why) {
   detail_.assign(stage_.name());
-  std::string_view why = stage_.last_error();
   if (grew) {
     detail_ += ": grew the message past its slot";
   } else if (!why.empty()) {
@@ -678,6 +766,14 @@ void Node::drop_waiting(Downstream& d) {
 
 void Node::tick() {
   stage_.flush();
+  if (workers_) {
+    if (!worker_stages_.empty()) workers_->request_flush();
+    for (size_t i = 0; i < worker_counters_.size(); ++i) {
+      uint64_t n = workers_->processed(i);
+      worker_counters_[i]->Increment(static_cast<double>(n - worker_counted_[i]));
+      worker_counted_[i] = n;
+    }
+  }
   drops_.flush(loop_.now_ns());
   abort_orphans();
   slots_in_use_->Set(static_cast<double>(held_));
@@ -713,6 +809,7 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
 
 void Node::check_drained() {
   if (held_ != 0 || !inbound_.empty() || !drained_) return;
+  if (workers_ && workers_->pending() != 0) return;
   if (drain_timer_) loop_.cancel(drain_timer_);
   drain_timer_ = 0;
   // Deferred: let the credit frames for the last releases go out first. Then say goodbye
@@ -759,6 +856,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (n->poll != spec_->poll) fixed.push_back("poll");
   if (n->forward != spec_->forward) fixed.push_back("forward");
   if (n->cpu != spec_->cpu) fixed.push_back("cpu");
+  if (n->threads != spec_->threads) fixed.push_back("threads");
   if (!fixed.empty()) {
     std::string names;
     for (const auto& f : fixed)
@@ -779,7 +877,10 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   topology_ = std::move(next);
   spec_ = n;
   if (new_stage) {
-    stage_ = std::move(*new_stage);  // between two messages: the loop is single-threaded
+    // Between two messages: no worker may be inside the old instance when it goes.
+    if (workers_) workers_->quiesce();
+    stage_ = std::move(*new_stage);
+    configure_workers();
     std::string stage_name(stage_.name());
     stage_forward_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "forward"));
     stage_drop_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "drop"));

@@ -57,7 +57,9 @@ class Crc32cStage {
 };
 
 constexpr const char* kKeys[] = {"mode", nullptr};
-constexpr auto kDescriptor = BuiltinAdaptor<Crc32cStage>::make("crc32c", kKeys);
+// Per thread: the only state is the reason of the last refusal (last_error).
+constexpr auto kDescriptor =
+    BuiltinAdaptor<Crc32cStage>::make("crc32c", kKeys, HOPRELAY_STAGE_PER_THREAD);
 
 }  // namespace
 

@@ -51,7 +51,11 @@ StageType::StageType(const hoprelay_stage_descriptor* descriptor, void* dl_handl
 
 uint32_t StageType::caps() const {
   bool present = descriptor_->struct_size >= offsetof(hoprelay_stage_descriptor, caps) + 4;
-  return present ? descriptor_->caps : 0;
+  if (!present) return 0;
+  // The thread bits mean something only from minor 3: an older stage that happened to set
+  // them (unused bits then) still runs on the event loop alone.
+  constexpr uint32_t kThreadBits = HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_PER_THREAD;
+  return descriptor_->abi_minor >= 3 ? descriptor_->caps : descriptor_->caps & ~kThreadBits;
 }
 
 StageType::~StageType() {

@@ -1,6 +1,7 @@
 // verify-sink: a leaf that checks every payload against the pattern `hoprelay send` generates
 // and counts, per origin, what was received once, received again (duplicates), never
-// received below the highest sequence seen (missing) and damaged (corrupt).
+// received below the highest sequence seen (missing), damaged (corrupt), and received for the
+// first time after a later message of its origin (reordered: a path keeps each origin's order).
 //
 // It survives its own crash: every verdict is appended to REPORT.verdicts (one write() before the
 // stage returns, i.e. before the message is acknowledged upstream), and a restarted sink
@@ -32,6 +33,7 @@ struct OriginCounts {
   uint64_t duplicates = 0;
   uint64_t redelivered = 0;
   uint64_t corrupt = 0;
+  uint64_t reordered = 0;
   uint64_t bytes = 0;
   uint64_t next_seq = 0;       // one past the highest sequence seen
   std::vector<uint64_t> seen;  // bitmap by sequence: received in any run
@@ -147,6 +149,7 @@ class VerifySink {
     }
     c.received++;
     c.bytes += length;
+    if (live && seq + 1 < c.next_seq) c.reordered++;
     if (seq + 1 > c.next_seq) c.next_seq = seq + 1;
     return Verdict::kReceived;
   }
@@ -190,6 +193,7 @@ class VerifySink {
       total.duplicates += c.duplicates;
       total.redelivered += c.redelivered;
       total.corrupt += c.corrupt;
+      total.reordered += c.reordered;
       total.bytes += c.bytes;
       uint64_t missing = c.missing();
       missing_total += missing;
@@ -201,6 +205,7 @@ class VerifySink {
                        ",\n  \"missing\": " + std::to_string(missing_total) +
                        ",\n  \"corrupt\": " + std::to_string(total.corrupt) +
                        ",\n  \"redelivered\": " + std::to_string(total.redelivered) +
+                       ",\n  \"reordered\": " + std::to_string(total.reordered) +
                        ",\n  \"bytes\": " + std::to_string(total.bytes) + ",\n  \"origins\": {" +
                        (per_origin.empty() ? "" : "\n" + per_origin + "\n  ") + "}\n}\n";
     std::string tmp = report_ + ".tmp";
@@ -216,6 +221,7 @@ class VerifySink {
            ", \"duplicates\": " + std::to_string(c.duplicates) +
            ", \"missing\": " + std::to_string(m) + ", \"corrupt\": " + std::to_string(c.corrupt) +
            ", \"redelivered\": " + std::to_string(c.redelivered) +
+           ", \"reordered\": " + std::to_string(c.reordered) +
            ", \"bytes\": " + std::to_string(c.bytes) + "}";
   }
 

@@ -165,7 +165,9 @@ class ZstdStage {
 };
 
 constexpr const char* kKeys[] = {"mode", "level", nullptr};
-constexpr auto kDescriptor = BuiltinAdaptor<ZstdStage>::make("zstd", kKeys, HOPRELAY_STAGE_CHUNKS);
+// One instance per worker thread: each has its own (de)compression context and scratch.
+constexpr auto kDescriptor = BuiltinAdaptor<ZstdStage>::make(
+    "zstd", kKeys, HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_PER_THREAD);
 
 }  // namespace
 

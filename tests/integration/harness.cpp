@@ -181,6 +181,7 @@ Report read_report(const fs::path& path) {
   r.duplicates = grab("duplicates");
   r.missing = grab("missing");
   r.corrupt = grab("corrupt");
+  r.reordered = grab("reordered");
   return r;
 }
 

@@ -54,6 +54,7 @@ std::string read_file(const fs::path& path);
 // The counts in a verify-sink report (top level); all -1 when the file is not there yet.
 struct Report {
   long long received = -1, duplicates = -1, missing = -1, corrupt = -1;
+  long long reordered = -1;  // first seen after a later message of its origin
 };
 Report read_report(const fs::path& path);
 

@@ -1141,8 +1141,8 @@ TEST(Topology, CpuPinsOneNodeAndIsCheckedWhereWritten) {
   Topology t = parse_topology(with_pipeline("[nodes.a]\nlisten = \"10.0.0.1:7000\"\ncpu = 1\n"
                                             "[nodes.b]\nlisten = \"10.0.0.1:7001\"\n"),
                               "t.toml");
-  EXPECT_EQ(t.find("a")->cpu, 1u);
-  EXPECT_FALSE(t.find("b")->cpu.has_value());
+  EXPECT_EQ(t.find("a")->cpu, std::vector<uint32_t>{1});
+  EXPECT_TRUE(t.find("b")->cpu.empty());
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = -1\n"), 5, 7,
                "nodes.a.cpu -1 is out of range: must be between 0 and 4095");
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = \"2\"\n"), 5, 7,
@@ -1150,6 +1150,31 @@ TEST(Topology, CpuPinsOneNodeAndIsCheckedWhereWritten) {
   // A per-node key only: pinning every node to one CPU is never what was meant.
   expect_error("[pipeline]\nname = \"demo\"\ncpu = 0\n[nodes.a]\nlisten = \"h:1\"\n", 3, 1,
                "unknown key \"cpu\" in [pipeline]");
+  // A list: the event loop's CPU, then the stage workers'.
+  t = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = [0, 1, 1]\n"), "t.toml");
+  EXPECT_EQ(t.find("a")->cpu, (std::vector<uint32_t>{0, 1, 1}));
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = [0, 4096]\n"), 5, 11,
+               "nodes.a.cpu[1] 4096 is out of range: must be between 0 and 4095");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = [0, \"1\"]\n"), 5, 11,
+               "nodes.a.cpu[1] must be an integer (a CPU number");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ncpu = []\n"), 5, 7,
+               "nodes.a.cpu is an empty list: give CPU numbers, or leave it out");
+}
+
+TEST(Topology, ThreadsIsAPipelineDefaultANodeMayOverride) {
+  Topology t = parse_topology(
+      "[pipeline]\nname = \"p\"\nthreads = 2\n[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"b\"]\n"
+      "[nodes.b]\nlisten = \"h:2\"\nthreads = 4\n",
+      "t.toml");
+  EXPECT_EQ(t.find("a")->threads, 2u);
+  EXPECT_EQ(t.find("b")->threads, 4u);
+  EXPECT_EQ(
+      parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t.toml").find("a")->threads,
+      1u);
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nthreads = 0\n"), 5, 11,
+               "nodes.a.threads 0 is out of range: must be between 1 and 64");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nthreads = \"2\"\n"), 5, 11,
+               "nodes.a.threads must be an integer (how many threads run the stage)");
 }
 
 }  // namespace

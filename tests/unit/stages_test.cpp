@@ -127,6 +127,34 @@ TEST(Stages, ChunkCapabilityIsReadOnlyWhenTheDescriptorHasIt) {
   EXPECT_EQ(StageType(&d, nullptr, "new.so").caps(), HOPRELAY_STAGE_CHUNKS);
 }
 
+TEST(Stages, ThreadCapabilitiesCountFromMinorThreeOnly) {
+  EXPECT_TRUE(resolve("passthrough")->caps() & HOPRELAY_STAGE_THREADSAFE);
+  EXPECT_TRUE(resolve("zstd")->caps() & HOPRELAY_STAGE_PER_THREAD);
+  EXPECT_TRUE(resolve("crc32c")->caps() & HOPRELAY_STAGE_PER_THREAD);
+  // Stages that must see every message, or write one file, stay on the event loop.
+  for (const char* name : {"verify-sink", "file-sink"}) {
+    EXPECT_EQ(resolve(name)->caps() & (HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_PER_THREAD), 0u)
+        << name;
+  }
+  hoprelay_stage_descriptor d{HOPRELAY_STAGE_ABI_MAJOR,
+                              2,
+                              sizeof(d),
+                              "minor2",
+                              nullptr,
+                              nullptr,
+                              nullptr,
+                              nullptr,
+                              nullptr};
+  d.create = [](const hoprelay_stage_config*, char*, size_t) -> void* { return nullptr; };
+  d.process = [](void*, hoprelay_msg*) { return HOPRELAY_FORWARD; };
+  d.destroy = [](void*) {};
+  // Bits a minor-2 stage set had no meaning then: it runs on the event loop alone.
+  d.caps = HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_PER_THREAD;
+  EXPECT_EQ(StageType(&d, nullptr, "minor2.so").caps(), HOPRELAY_STAGE_CHUNKS);
+  d.abi_minor = 3;
+  EXPECT_EQ(StageType(&d, nullptr, "minor3.so").caps(), d.caps);
+}
+
 TEST(Stages, PluginLoadsByPathAndFutureAbiIsRefused) {
   auto xor_type = resolve(HOPRELAY_TEST_XOR_PLUGIN);
   EXPECT_EQ(xor_type->name(), "xor");

@@ -12,7 +12,9 @@
  *  - the stage sees each message in place in its receive slot. It may rewrite the bytes and
  *    change `length` up to `capacity` (the slot's free room), but must not keep the pointer
  *    after `process` returns: the slot is reused.
- *  - `process` is called from the node's data loop: it must not block.
+ *  - `process` is called from the node's data loop, or with `threads` > 1 from its stage worker
+ *    threads: it must not block. A stage built against minor 2 or older (caps without the
+ *    thread bits below) always runs on the node's event loop, one call at a time, as before.
  *  - a message larger than a slot travels as chunks, each in its own slot (cut-through: a
  *    relay forwards a chunk as soon as it has passed the stage). A stage that sets
  *    HOPRELAY_STAGE_CHUNKS in `caps` is called once per chunk (`chunk` is its index, flag
@@ -32,7 +34,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_STAGE_ABI_MAJOR 1
-#define HOPRELAY_STAGE_ABI_MINOR 2
+#define HOPRELAY_STAGE_ABI_MINOR 3
 #define HOPRELAY_STAGE_ENTRY_SYMBOL "hoprelay_stage_entry"
 
 /* What a stage decides for one message. */
@@ -117,6 +119,26 @@ typedef struct hoprelay_stage_descriptor {
 /* The stage can take a large message chunk by chunk (see the rules above): the node then
  * forwards each chunk as soon as it passed, instead of reassembling the message first. */
 #define HOPRELAY_STAGE_CHUNKS 0x0001u
+
+/* Since minor 3; ignored in a descriptor of an older minor. How a node with `threads` > 1 may
+ * call the stage (docs/stages.md, "Threads"). With neither bit the stage runs on the node's
+ * event loop only, one call at a time (every stage built before minor 3), and `threads` does
+ * not speed it up.
+ *
+ * HOPRELAY_STAGE_THREADSAFE: one instance; `process` (and `last_error`, right after it on the
+ * same thread) may be called from several threads at once, and `flush` from the event loop
+ * while they run. The instance's state is the stage's to protect.
+ *
+ * HOPRELAY_STAGE_PER_THREAD: the node creates one more instance per worker thread (`create`
+ * with the same parameters, from the event loop); each is called from one thread at a time
+ * (its worker's `process` and `flush`; chunks and whole messages the node reassembles go to
+ * the node's own instance on the event loop). Each instance sees a share of the messages, in no
+ * fixed pattern: a stage whose result depends on seeing every message (a counter, a report, a
+ * file written) must not declare it.
+ *
+ * Either way the node forwards and acknowledges messages in the order they arrived. */
+#define HOPRELAY_STAGE_THREADSAFE 0x0002u
+#define HOPRELAY_STAGE_PER_THREAD 0x0004u
 
 typedef const hoprelay_stage_descriptor* (*hoprelay_stage_entry_fn)(void);
 

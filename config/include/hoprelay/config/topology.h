@@ -80,6 +80,8 @@ inline constexpr uint64_t kMaxSlotSize = 16ull << 20;  // 16 MiB
 inline constexpr int64_t kMinSlots = 2;
 inline constexpr int64_t kMaxSlots = 4096;
 inline constexpr int64_t kMaxCpu = 4096;
+// The most stage worker threads a node may have (`threads`).
+inline constexpr int64_t kMaxThreads = 64;
 // Shorter than a few reconnect attempts would drop a branch on every blip of a link; longer
 // than a day is no timeout anyone means (and keeps deadlines far from overflowing).
 inline constexpr std::chrono::milliseconds kMinPeerDownTimeout{100};
@@ -102,8 +104,11 @@ struct NodeSpec {
   Poll poll = Poll::kEvent;
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);  // with kDropAfter
-  // Busy-poll latency: the CPU the node's event loop is pinned to (`cpu = N`), if any.
-  std::optional<uint32_t> cpu;
+  // `threads = N`: the node's stage runs on N worker threads (1: on the event loop itself).
+  uint32_t threads = 1;
+  // CPUs to pin to (`cpu = N` or `cpu = [N, ...]`), empty for none: the first is the event
+  // loop's, worker i takes entry (i + 1) modulo the list's length.
+  std::vector<uint32_t> cpu;
   SourcePos pos;  // where [nodes.NAME] starts
 
   bool is_head() const { return upstream.empty(); }

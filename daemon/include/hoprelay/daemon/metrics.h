@@ -67,6 +67,8 @@ class NodeMetrics {
   prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
   LatencyHistogram& stage_seconds(const std::string& stage);
+  // `threads` > 1: messages the stage ran on, per worker thread (how the work spreads).
+  prometheus::Counter& stage_worker_messages(uint32_t worker);
   LatencyHistogram& residence_seconds();
   // The data path's counters (PeerMetrics, and what the node wraps itself).
   HotCounters& hot() { return hot_; }
@@ -84,6 +86,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* dropped_below_;
   prometheus::Family<prometheus::Gauge>* link_up_;
   prometheus::Family<prometheus::Counter>* stage_;
+  prometheus::Family<prometheus::Counter>* stage_workers_;
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* reconnects_;

@@ -18,6 +18,7 @@
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/ring_queue.h"
+#include "hoprelay/daemon/stage_workers.h"
 #include "hoprelay/stages/stage.h"
 #include "hoprelay/transport/transport.h"
 
@@ -153,6 +154,24 @@ class Node final : public transport::LinkEvents {
   // `slot`: where the outcome of a drop is recorded (the message's slot, or one of its chunks').
   hoprelay_verdict run_stage(hoprelay_msg& msg, const transport::InboundLink* from,
                              transport::Slot& slot);
+  // Counts a stage's verdict and records a drop (run_stage's second half, also for a verdict
+  // a worker reached). `grew`: a FORWARD past the slot's capacity, an ERROR. `why`: the
+  // stage's last_error() for a DROP or ERROR.
+  hoprelay_verdict judge(hoprelay_verdict verdict, bool grew, std::string_view why, uint32_t origin,
+                         uint64_t seq, const transport::InboundLink* from, transport::Slot& slot);
+  // A message's walk through the node after the arrival counters, in arrival order: end
+  // marks, chunks, repeats, the stage on the event loop, then after_stage().
+  void take(transport::InboundLink& link, transport::Slot& slot);
+  // A message the stage passed with `flags`: to the receiver at a leaf, else routed.
+  void after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags);
+  // A link carries one chunked message at a time: a frame of another message while one is
+  // reassembled from it means its sender gave that message up.
+  void check_assembling(Inbound* in, const transport::Slot& slot);
+  // `threads` > 1 (stage_workers.h): starts, re-points or stops using the workers for the
+  // stage now in stage_; per-thread instances are made here.
+  void configure_workers();
+  // A job back from the workers, in arrival order.
+  void finish_job(StageJob& job);
   // An application takes bytes as they are: a message still zstd-compressed after this leaf's
   // stage is refused as a stage error (true), with what to do, rather than handed over.
   bool refuse_compressed(uint16_t flags, const transport::InboundLink* from, transport::Slot& slot);
@@ -171,7 +190,7 @@ class Node final : public transport::LinkEvents {
   // to the pool.
   void release_to(transport::InboundLink& link, transport::Slot& slot);
   // The words of a stage's verdict, for the producer: "crc32c: message leaves no room ...".
-  std::string_view stage_detail(hoprelay_verdict verdict, bool grew);
+  std::string_view stage_detail(hoprelay_verdict verdict, bool grew, std::string_view why);
   static std::string_view peer_of(const transport::InboundLink* link) {
     return link ? std::string_view(link->peer().name) : std::string_view();
   }
@@ -226,6 +245,13 @@ class Node final : public transport::LinkEvents {
   const config::NodeSpec* spec_;
   transport::EventLoop& loop_;
   stages::Stage stage_;
+  // `threads` > 1 with a stage that may run on threads: the workers, and for a
+  // HOPRELAY_STAGE_PER_THREAD stage their instances (stage_ stays the event loop's own).
+  std::vector<stages::Stage> worker_stages_;
+  std::unique_ptr<StageWorkers> workers_;
+  bool parallel_ = false;  // new messages go to the workers' stage (else only keep order)
+  std::vector<prometheus::Counter*> worker_counters_;
+  std::vector<uint64_t> worker_counted_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<transport::Transport> transport_;
   std::vector<std::unique_ptr<Downstream>> downstream_;

@@ -91,6 +91,8 @@ class Stage {
   std::string_view name() const { return type_->name(); }
   // Takes large messages chunk by chunk (HOPRELAY_STAGE_CHUNKS); else the node reassembles.
   bool chunkwise() const { return (type_->caps() & HOPRELAY_STAGE_CHUNKS) != 0; }
+  uint32_t caps() const { return type_->caps(); }
+  const std::shared_ptr<const StageType>& type() const { return type_; }
 
  private:
   std::shared_ptr<const StageType> type_;

@@ -1,0 +1,213 @@
+#include "hoprelay/daemon/stage_workers.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <system_error>
+
+#include "hoprelay/daemon/cpu_pin.h"
+#include "hoprelay/daemon/monotonic.h"
+#include "hoprelay/transport/log.h"
+
+namespace hoprelay::daemon {
+namespace {
+
+spdlog::logger& log() {
+  static auto logger = module_logger("node");
+  return *logger;
+}
+
+// One job in kSample has its stage time measured (a power of two; as the loop's run_stage).
+constexpr uint64_t kSample = 16;
+
+}  // namespace
+
+// The eventfd a worker writes when it finished a job while the loop may be asleep.
+class StageWorkers::Wakeup final : public transport::EventLoop::Handler {
+ public:
+  Wakeup(transport::EventLoop& loop, StageWorkers& owner) : loop_(loop), owner_(owner) {
+    fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+    loop_.add(fd_, EPOLLIN, this);
+  }
+  ~Wakeup() {
+    loop_.remove(fd_);
+    close(fd_);
+  }
+  void notify() {
+    uint64_t one = 1;
+    // EAGAIN only when the counter is about to overflow: the loop is awake then anyway.
+    [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
+  }
+  void on_io(uint32_t) override {
+    uint64_t n;
+    [[maybe_unused]] ssize_t r = read(fd_, &n, sizeof(n));
+    owner_.on_wakeup();
+  }
+
+ private:
+  transport::EventLoop& loop_;
+  StageWorkers& owner_;
+  int fd_ = -1;
+};
+
+StageWorkers::StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage*> stages,
+                           uint32_t capacity, size_t in_flight, const std::vector<uint32_t>& cpus,
+                           Finish finish)
+    : loop_(loop), capacity_(capacity), finish_(std::move(finish)) {
+  size_t size = 256;
+  while (size < in_flight) size <<= 1;
+  jobs_ = std::vector<StageJob>(size);
+  work_.assign(size, 0);
+  mask_ = size - 1;
+  wakeup_ = std::make_unique<Wakeup>(loop_, *this);
+  workers_.reserve(stages.size());
+  for (stages::Stage* stage : stages) {
+    workers_.push_back(std::make_unique<Worker>());
+    workers_.back()->stage = stage;
+  }
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    int cpu = cpus.empty() ? -1 : static_cast<int>(cpus[(i + 1) % cpus.size()]);
+    workers_[i]->thread = std::thread([this, i, cpu] { run(*workers_[i], cpu); });
+  }
+}
+
+StageWorkers::~StageWorkers() {
+  stop_.store(true);
+  wake_workers(static_cast<ptrdiff_t>(workers_.size()));
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+void StageWorkers::wake_workers(ptrdiff_t n) {
+  wake_.release(n);
+}
+
+void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, bool staged) {
+  // Full: every job of the ring is a message the node holds; wait for the oldest (a worker
+  // is on it) rather than let a later message overtake it.
+  while (pending() == jobs_.size()) {
+    collect();
+    if (pending() == jobs_.size()) std::this_thread::yield();
+  }
+  StageJob& job = jobs_[tail_ & mask_];
+  job.link = &link;
+  job.slot = &slot;
+  job.staged = staged;
+  job.why[0] = '\0';
+  job.done.store(false, std::memory_order_relaxed);
+  size_t index = tail_ & mask_;
+  ++tail_;
+  if (staged) {
+    job.timed = (++sample_ & (kSample - 1)) == 0;
+    uint64_t p = published_.load(std::memory_order_relaxed);
+    work_[p & mask_] = index;
+    // seq_cst against the workers' sleepers_ (a Dekker pair): either this sees a sleeper and
+    // wakes it, or the sleeper sees this job before it sleeps.
+    published_.store(p + 1);
+    if (sleepers_.load() > 0) wake_workers(1);
+  }
+  collect();
+}
+
+void StageWorkers::collect() {
+  if (collecting_) return;  // a Finish that leads back here: the outer loop goes on
+  collecting_ = true;
+  while (head_ != tail_) {
+    StageJob& job = jobs_[head_ & mask_];
+    if (job.staged && !job.done.load()) break;
+    finish_(job);
+    ++head_;
+  }
+  collecting_ = false;
+}
+
+void StageWorkers::on_wakeup() {
+  // Cleared before looking, seq_cst against the workers' exchange: a job done after this
+  // store writes the eventfd again.
+  loop_notified_.store(false);
+  collect();
+}
+
+StageJob* StageWorkers::claim() {
+  uint64_t c = claimed_.load();
+  while (c < published_.load()) {
+    if (claimed_.compare_exchange_weak(c, c + 1)) return &jobs_[work_[c & mask_]];
+  }
+  return nullptr;
+}
+
+void StageWorkers::work(Worker& w, StageJob& job) {
+  transport::Slot& slot = *job.slot;
+  hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
+                   slot.length,
+                   capacity_,
+                   slot.origin,
+                   slot.flags,
+                   slot.seq,
+                   0};
+  const uint64_t started = job.timed ? monotonic_ns() : 0;
+  job.verdict = w.stage->process(msg);
+  job.stage_ns = job.timed ? monotonic_ns() - started : 0;
+  job.length = msg.length;
+  job.flags = msg.flags;
+  if (job.verdict != HOPRELAY_FORWARD) {
+    std::string_view why = w.stage->last_error();
+    size_t n = std::min(why.size(), StageJob::kWhyMax);
+    std::memcpy(job.why, why.data(), n);
+    job.why[n] = '\0';
+  }
+  w.processed.store(w.processed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  job.done.store(true);
+  if (!loop_notified_.exchange(true)) wakeup_->notify();
+}
+
+void StageWorkers::run(Worker& w, int cpu) {
+  if (cpu >= 0) {
+    if (std::string why = pin_this_thread(static_cast<uint32_t>(cpu)); !why.empty()) {
+      log().warn("stage worker not pinned: {}", why);
+    }
+  }
+  while (!stop_.load()) {
+    // busy_ brackets everything that touches the stage instance: quiesce() waits on it.
+    busy_.fetch_add(1);
+    if (w.flush.exchange(false)) w.stage->flush();
+    StageJob* job = claim();
+    if (job) work(w, *job);
+    busy_.fetch_sub(1);
+    if (job) continue;
+    sleepers_.fetch_add(1);
+    if (published_.load() == claimed_.load() && !stop_.load() && !w.flush.load()) {
+      wake_.acquire();
+    }
+    sleepers_.fetch_sub(1);
+  }
+}
+
+void StageWorkers::quiesce() {
+  // A flush asked for and not yet taken would touch the instance after this returns.
+  auto flush_asked = [this] {
+    return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->flush.load(); });
+  };
+  while (claimed_.load() != published_.load() || flush_asked() || busy_.load() != 0) {
+    std::this_thread::yield();
+  }
+}
+
+void StageWorkers::set_stages(std::vector<stages::Stage*> stages) {
+  quiesce();
+  for (size_t i = 0; i < workers_.size() && i < stages.size(); ++i) workers_[i]->stage = stages[i];
+}
+
+void StageWorkers::request_flush() {
+  for (auto& w : workers_) w->flush.store(true);
+  wake_workers(static_cast<ptrdiff_t>(workers_.size()));
+}
+
+}  // namespace hoprelay::daemon
