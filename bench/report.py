@@ -12,6 +12,10 @@ Records, one per line (sizes in bytes):
   rss   SYSTEM SIZE NODE KIB                peak RSS (VmHWM) of a daemon, or of zmq_chain
   slots SYSTEM SIZE SLOTS SLOT_SIZE         the topology's slot geometry at that size
 
+Systems mpi_SHAPE_ALG are Open MPI's MPI_Bcast (bench/mpi_bcast.c) with algorithm ALG, for the
+receivers of hoprelay's SHAPE (chain: 3, fanout: 2); --meta mpi_missing=REASON says they were not
+measured, and why (no MPI at build time).
+
 Exits non-zero when a measurement has no number (what the smoke test checks); it never judges
 performance.
 """
@@ -43,6 +47,14 @@ TARGETS = [
 COLORS = {"hop1": "#1f77b4", "chain": "#d62728", "chainbusy": "#ff7f0e", "fanout": "#9467bd",
           "zmq": "#2ca02c", "tcp": "#7f7f7f"}
 REFERENCE = {"zmq", "tcp"}  # drawn dashed
+# MPI_Bcast: the algorithms bench/run.sh runs, and hoprelay's topology each rank count stands for.
+MPI_ALGS = ["default", "chain", "pipeline", "bintree"]
+MPI_SHAPES = {"chain": "rank 0 to 3 ranks, as send -> a -> b -> c",
+              "fanout": "rank 0 to 2 ranks, as send -> a -> {l1, l2}"}
+MPI_COLORS = {"chain": "#8c564b", "fanout": "#e377c2"}
+# Issue 17: hoprelay's chain and fan-out at least level with the best MPI_Bcast algorithm from
+# 64 KiB on, and ahead of it below.
+MPI_LEVEL_FROM = 65536
 
 
 def human(size):
@@ -119,7 +131,38 @@ def load(results):
     return data
 
 
-def missing_numbers(data):
+def mpi_systems(meta):
+    """The MPI_Bcast systems this run measured: none when MPI was missing at build time."""
+    if meta.get("mpi_missing"):
+        return []
+    return [f"mpi_{shape}_{alg}" for shape in MPI_SHAPES for alg in MPI_ALGS]
+
+
+def best_mpi(data, shape, size):
+    """(algorithm, msg/s) of the fastest MPI_Bcast algorithm for SHAPE at SIZE, or None."""
+    runs = [(data[size].get(f"mpi_{shape}_{alg}", {}).get("msgs_per_s"), alg) for alg in MPI_ALGS]
+    runs = [(rate, alg) for rate, alg in runs if rate]
+    if not runs:
+        return None
+    rate, alg = max(runs)
+    return alg, rate
+
+
+def mpi_targets(data):
+    """Issue 17's target per shape and size: (shape, size, ratio to the best, wanted, met)."""
+    out = []
+    for size in sorted(data):
+        for shape in MPI_SHAPES:
+            best = best_mpi(data, shape, size)
+            if best is None or "msgs_per_s" not in data[size].get(shape, {}):
+                continue
+            r = data[size][shape]["msgs_per_s"] / best[1]
+            level = size >= MPI_LEVEL_FROM
+            out.append((shape, size, r, ">= 1" if level else "> 1", r >= 1 if level else r > 1))
+    return out
+
+
+def missing_numbers(data, meta):
     """Every measurement run.sh makes, as 'SIZE SYSTEM WHAT', that has no finite number."""
     bad = []
 
@@ -127,7 +170,7 @@ def missing_numbers(data):
         return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
 
     for size, systems in sorted(data.items()):
-        for sy in TPUT:
+        for sy in TPUT + mpi_systems(meta):
             e = systems.get(sy, {})
             for key in ("msgs_per_s", "gbit_per_s", "cpu_s_per_gb"):
                 if not finite(e.get(key)):
@@ -167,6 +210,8 @@ def print_tables(data, meta):
                          for sy in TPUT)
         p(f"{human(s):>7} |{cells}| {ratio(data, 'chain', 'zmq', s):>8.2f}x "
           f"| {ratio(data, 'hop1', 'tcp', s):>7.2f}x")
+
+    print_mpi(data, meta)
 
     p()
     p("Latency, microseconds, p50 / p99, at the offered load (sent from the producer to the "
@@ -212,6 +257,13 @@ def print_tables(data, meta):
             p(f"  {name:<44} not measured (size {size} not in this run)")
         else:
             p(f"  {name:<44} {r:>6.2f}x  {'met' if r >= want else 'NOT MET'}")
+    if not meta.get("mpi_missing"):
+        p()
+        p("Against the target of issue 17: chain and fan-out at least level with the best "
+          f"MPI_Bcast algorithm from {human(MPI_LEVEL_FROM)} on, ahead of it below")
+        for shape, size, r, want, met in mpi_targets(data):
+            p(f"  {shape:<6} {human(size):>7}  {r:>6.2f}x best MPI_Bcast (want {want})  "
+              f"{'met' if met else 'NOT MET'}")
     over = max_over_slots(data)
     p(f"  {'memory per daemon: slots + a small constant':<44} VmHWM - slot memory of its inbound "
       f"link: at most {over:.1f} MiB (at the loads of this run)")
@@ -222,6 +274,32 @@ def print_tables(data, meta):
       f"the median throughput run, {100 * worst[0]:.0f} % at most ({worst[1]} {human(worst[2])}); "
       f"load average before {meta.get('load_before')}, after {meta.get('load_after')}; "
       f"{meta.get('cores')} cores, {meta.get('seconds')} s in all")
+
+
+def print_mpi(data, meta):
+    """The MPI_Bcast table: every algorithm, the best, and hoprelay against it."""
+    p = print
+    p()
+    if meta.get("mpi_missing"):
+        p(f"MPI_Bcast reference: NOT MEASURED: {meta['mpi_missing']}")
+        return
+    p(f"MPI_Bcast ({meta.get('mpi', 'MPI')}, TCP BTL on loopback): messages/s and Gb/s per "
+      "algorithm; hoprelay's chain and fan-out against the best")
+    hdr = (f"{'size':>7} | {'shape':<6} |" + "|".join(f"{a:>19} " for a in MPI_ALGS) +
+           f"| {'best':>8} | {'hoprelay msg/s':>14} | vs best")
+    p(hdr)
+    p("-" * len(hdr))
+    for s in sorted(data):
+        for shape in MPI_SHAPES:
+            cells = "|".join(f"{data[s][f'mpi_{shape}_{a}']['msgs_per_s']:>10,.0f} "
+                             f"{data[s][f'mpi_{shape}_{a}']['gbit_per_s']:>7.3f} "
+                             for a in MPI_ALGS)
+            alg, rate = best_mpi(data, shape, s)
+            hop = data[s][shape]["msgs_per_s"]
+            p(f"{human(s):>7} | {shape:<6} |{cells}| {alg:>8} | {hop:>14,.0f} | "
+              f"{hop / rate:>6.2f}x")
+    for shape, what in MPI_SHAPES.items():
+        p(f"  {shape}: {what}")
 
 
 def max_over_slots(data):
@@ -274,8 +352,8 @@ def svg_plot(data, meta, path):
     def X(v):
         return L + (math.log2(v) - x0) / (x1 - x0) * pw
 
-    out = svg_start(W, H, L, 20, "hoprelay over TCP on loopback against ZeroMQ and raw TCP, by "
-                    "message size")
+    out = svg_start(W, H, L, 20, "hoprelay over TCP on loopback against ZeroMQ, MPI_Bcast and raw "
+                    "TCP, by message size")
     sub = []
     for name, num, den, size, want in TARGETS:
         r = ratio(data, num, den, size)
@@ -332,9 +410,13 @@ def svg_plot(data, meta, path):
 
     marks = [(COLORS[num], size, want * data[size][den]["gbit_per_s"])
              for _, num, den, size, want in TARGETS if size in data]
-    panel(T + 20, "Throughput", "Gb/s of payload",
-          [(LABELS[sy], COLORS[sy], "6,4" if sy in REFERENCE else None,
-            [(s, data[s][sy]["gbit_per_s"]) for s in sizes]) for sy in TPUT], marks)
+    tput_series = [(LABELS[sy], COLORS[sy], "6,4" if sy in REFERENCE else None,
+                    [(s, data[s][sy]["gbit_per_s"]) for s in sizes]) for sy in TPUT]
+    if not meta.get("mpi_missing"):
+        for shape in MPI_SHAPES:
+            tput_series.append((f"best MPI_Bcast, as {shape}", MPI_COLORS[shape], "6,4",
+                                [(s, best_mpi(data, shape, s)[1] * s * 8 / 1e9) for s in sizes]))
+    panel(T + 20, "Throughput", "Gb/s of payload", tput_series, marks)
     lat_series = []
     for sy in LAT:
         for q, dash in (("p50", "6,4" if sy in REFERENCE else None), ("p99", "2,3")):
@@ -370,7 +452,7 @@ def command_line():
 def main():
     args, meta = command_line()
     data = load(args.results)
-    bad = missing_numbers(data)
+    bad = missing_numbers(data, meta)
     if bad or not data:
         sys.exit("report.py: measurements without a number: " + "; ".join(bad or ["none at all"]))
     print_tables(data, meta)
@@ -378,13 +460,25 @@ def main():
     for s in data:
         data[s]["ratios"] = {"chain_over_zmq": round(ratio(data, "chain", "zmq", s), 3),
                              "hop1_over_tcp": round(ratio(data, "hop1", "tcp", s), 3)}
+        for shape in MPI_SHAPES:
+            best = best_mpi(data, shape, s)
+            if best:
+                data[s]["ratios"][f"{shape}_over_best_mpi_bcast"] = round(
+                    data[s][shape]["msgs_per_s"] / best[1], 3)
+                data[s][f"best_mpi_bcast_{shape}"] = best[0]
     targets = []
     for name, num, den, size, want in TARGETS:
         r = ratio(data, num, den, size)
         targets.append({"target": name, "minimum": want,
                         "ratio": None if r is None else round(r, 3),
                         "met": None if r is None else r >= want})
+    for shape, size, r, want, met in mpi_targets(data):
+        targets.append({"target": f"{shape} against the best MPI_Bcast at {human(size)} "
+                        "(issue 17)", "want": f"ratio {want}", "ratio": round(r, 3), "met": met})
+    mpi = {"measured": not meta.get("mpi_missing"), "missing": meta.get("mpi_missing") or None,
+           "algorithms": MPI_ALGS, "shapes": MPI_SHAPES}
     doc = {"smoke": args.smoke == "1", "meta": meta, "systems": LABELS, "targets": targets,
+           "mpi_bcast": mpi,
            "max_rss_over_slots_mib": round(max_over_slots(data), 2),
            "sizes": {str(s): data[s] for s in sorted(data)}}
     with open(f"{args.out}/results.json", "w") as f:

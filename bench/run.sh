@@ -12,6 +12,10 @@
 #   fanout  hoprelay send -> a -> {l1, l2}     (broadcast: every message reaches both leaves)
 #   zmq     ZeroMQ PUSH -> proxy -> proxy -> PULL (bench/zmq_chain.cpp)
 #   tcp     raw TCP one-hop stream with length prefixes (bench/tcp_stream.cpp), the ceiling
+#   mpi_chain_ALG, mpi_fanout_ALG  Open MPI's MPI_Bcast (bench/mpi_bcast.c) over its TCP BTL on
+#           loopback, from rank 0 to 3 ranks (as chain's a, b, c) and to 2 (as fanout's l1,
+#           l2), with each ALG of mpi_algs below; skipped, with a warning and a line in the
+#           report, when bench/mpi_bcast was not built (CMake found no MPI)
 # throughput (msg/s, Gb/s) and CPU seconds per GB (every process involved) of each but
 # chainbusy, peak RSS (VmHWM) of every hoprelayd, and the latency p50/p99 of hop1, chain,
 # chainbusy and zmq at a fixed offered load: LAT_RATE msg/s (default 1000), lowered to LAT_GBPS
@@ -27,6 +31,8 @@
 # 1048576 16777216", each from 24 to 16777216) overrides the sizes. Each size gets its own
 # daemons: slot_size = size between 256 B and 256 KiB (larger messages go as chunks), slots =
 # 4 MiB / slot_size between 64 and 4096, and at least one whole message.
+# MPI_SEGMENT (bytes) fixes the segment size of the segmented MPI_Bcast algorithms (default: a
+# quarter of the message, between 16 KiB and 1 MiB).
 # --smoke: the smallest and the largest size (64 B, 16 MiB), small fixed counts, and only a
 # check that every measurement produced a number (it asserts nothing about performance);
 # writes to BUILD_DIR/bench/out-smoke/.
@@ -42,6 +48,21 @@ latency_stage=$build/bench/bench_latency_stage.so
 for b in "$hoprelayd" "$hoprelay" "$zmq_chain" "$tcp_stream" "$latency_stage"; do
   [[ -e $b ]] || { echo "run.sh: $b is missing: build it first" >&2; exit 1; }
 done
+
+
+# The MPI_Bcast reference is optional at build time (bench/CMakeLists.txt), so its absence is
+# announced here and in the report rather than passed over.
+mpi_bcast=$build/bench/mpi_bcast
+mpi_missing=''
+if [[ ! -x $mpi_bcast ]]; then
+  mpi_missing="$mpi_bcast was not built: CMake found no MPI (install openmpi-bin and"
+  mpi_missing+=" libopenmpi-dev, e.g. scripts/install-deps.sh --build-only, and configure again)"
+elif ! command -v mpirun >/dev/null; then
+  mpi_missing="mpirun is not on PATH (install openmpi-bin)"
+fi
+if [[ -n $mpi_missing ]]; then
+  echo "run.sh: WARNING: the MPI_Bcast reference will NOT be measured: $mpi_missing" >&2
+fi
 
 lat_rate=${LAT_RATE:-1000}
 lat_gbps=${LAT_GBPS:-1}
@@ -72,9 +93,28 @@ results=$out/results.tsv # one record per line, read by bench/report.py
 : >"$results"
 bench_start
 
+# Open MPI's MPI_Bcast algorithms, NAME:NUMBER (coll_tuned_bcast_algorithm; `ompi_info --param
+# coll tuned --level 9` lists them): Open MPI's own choice (no algorithm forced), the chain (with
+# chain_fanout 1 a single chain, rank 0 -> 1 -> 2 -> 3, whole messages), the pipeline (that
+# chain, in segments) and the binary tree (in segments; for 2 receivers it is the fan-out).
+mpi_algs=(default:0 chain:2 pipeline:3 bintree:5)
+mpi_segment_for() { # SIZE: the segment size of the segmented algorithms
+  local s=$(($1 / 4))
+  echo "${MPI_SEGMENT:-$((s < 16384 ? 16384 : (s > 1048576 ? 1048576 : s)))}"
+}
+# Its best configuration on a machine of 2 cores: the ob1 PML over the TCP BTL only (not UCX nor
+# shared memory), every socket, the runtime's too, on loopback; more ranks than cores, unbound,
+# and ranks that wait in MPI yield the CPU (they poll: without yield, 64 B ran half as fast).
+mpi_args=(--oversubscribe --bind-to none --mca pml ob1 --mca btl "tcp,self"
+  --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo --mca mpi_yield_when_idle 1
+  --mca coll_tuned_bcast_algorithm_chain_fanout 1)
+if ((EUID == 0)); then mpi_args+=(--allow-run-as-root); fi
+mpi_steps=0
+[[ -n $mpi_missing ]] || mpi_steps=$((2 * ${#mpi_algs[@]}))
+
 # 9 steps per size: hop1, chain, fanout, zmq, tcp throughput; hop1, chain, chainbusy, zmq
-# latency.
-steps=$((${#sizes[@]} * 9))
+# latency; and the MPI_Bcast runs.
+steps=$((${#sizes[@]} * (9 + mpi_steps)))
 step=0
 progress() { # WHAT...: starts a progress line on stderr; `done_line` ends it
   step=$((step + 1))
@@ -239,6 +279,25 @@ measure() {
       m_cpu=$(awk -v a="$after" -v b="$before" -v hz="$clk_tck" -v p="$t_cpu" \
         'BEGIN {print (a - b) / hz + p}')
       ;;
+    mpi_*)
+      # mpi_SHAPE_ALG; the program times itself (pilots included) and reports the CPU of its
+      # ranks and the others' share, so `count` is --count N or --target SECONDS.
+      local shape=${system#mpi_} alg n ranks=4
+      alg=${shape#*_}
+      shape=${shape%%_*}
+      [[ $shape == fanout ]] && ranks=3
+      for n in "${mpi_algs[@]}"; do [[ ${n%%:*} == "$alg" ]] && alg=${n#*:}; done
+      local forced=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_bcast_algorithm "$alg")
+      local count_args
+      read -r -a count_args <<<"$count"
+      # Algorithm 0 is Open MPI's decision: dynamic rules off, so none of ours apply.
+      ((alg == 0)) && forced=(--mca coll_tuned_use_dynamic_rules 0)
+      timed "$work/mpi.out" mpirun "${mpi_args[@]}" "${forced[@]}" -np "$ranks" \
+        --mca coll_tuned_bcast_algorithm_segmentsize "$(mpi_segment_for "$size")" \
+        "$mpi_bcast" "${count_args[@]}" "$size"
+      read -r m_count m_seconds m_cpu m_others <<<"$(awk -v s="$size" \
+        '$1 == "mpi_bcast" && $2 == s {print $3, $4, $5, $6}' "$work/mpi.out")"
+      ;;
     zmq | tcp)
       local prog=$zmq_chain
       [[ $system == tcp ]] && prog=$tcp_stream
@@ -255,6 +314,7 @@ measure() {
     cat "$work"/*.out >&2
     exit 1
   }
+  [[ $system == mpi_* ]] && return # it measured its own share of the others
   m_others=$(awk -v b="$((busy1 - busy0))" -v hz="$clk_tck" -v own="$m_cpu" -v n="$(nproc)" \
     -v w0="$wall0" -v w1="$wall1" \
     'BEGIN {o = (b / hz - own) / ((w1 - w0) * n); print (o < 0 ? 0 : (o > 1 ? 1 : o))}')
@@ -288,6 +348,25 @@ throughput() {
     count=$(awk -v t="$target" -v c="$m_count" -v s="$m_seconds" 'BEGIN {print int(t * c / s) + 1}')
     measure "$system" "$size" "$count"
   done
+  record_throughput "$system" "$size"
+}
+
+# mpi_throughput SYSTEM SIZE: as throughput, with mpi_bcast's own pilots (one mpirun).
+mpi_throughput() {
+  local system=$1 size=$2 count
+  progress "$(printf '%-18s %8s B  throughput' "$system" "$size")"
+  if ((smoke)); then
+    count=$((32 * 1024 * 1024 / size))
+    count="--count $((count < 4 ? 4 : (count > 2000 ? 2000 : count)))"
+  else
+    count="--target $target"
+  fi
+  measure "$system" "$size" "$count"
+  record_throughput "$system" "$size"
+}
+
+record_throughput() { # SYSTEM SIZE: the result of the last `measure`, to the results and stderr
+  local system=$1 size=$2
   echo "tput $system $size $m_count $m_seconds $m_cpu $m_others" >>"$results"
   done_line "$(awk -v c="$m_count" -v s="$m_seconds" -v b="$size" -v cpu="$m_cpu" \
     -v o="$m_others" 'BEGIN {printf "%.0f msg/s, %.3f Gb/s, %.2f CPU s/GB (%d msgs in %.2f s; " \
@@ -349,6 +428,12 @@ for size in "${sizes[@]}"; do
   throughput zmq "$size"
   latency zmq "$size"
   throughput tcp "$size"
+
+  if [[ -z $mpi_missing ]]; then
+    for shape in chain fanout; do
+      for alg in "${mpi_algs[@]}"; do mpi_throughput "mpi_${shape}_${alg%%:*}" "$size"; done
+    done
+  fi
 done
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -356,4 +441,7 @@ echo "took $(($(date +%s) - started)) s; load average before $load_before, after
 python3 "$here/report.py" --results "$results" --out "$out" --smoke "$smoke" \
   --meta "cores=$(nproc)" "load_before=$load_before" "load_after=$load_after" \
   "target_seconds=$target" "lat_rate=$lat_rate" "lat_gbps=$lat_gbps" \
-  "lat_seconds=$lat_seconds" "seconds=$(($(date +%s) - started))"
+  "lat_seconds=$lat_seconds" "seconds=$(($(date +%s) - started))" \
+  "mpi=$([[ -n $mpi_missing ]] || mpirun --version | sed -n '1s/.*(\(.*\)) /\1 /p')" \
+  "mpi_missing=$mpi_missing" \
+  "mpi_algs=${mpi_algs[*]}" "mpi_args=${mpi_args[*]}"
