@@ -79,6 +79,51 @@ TEST_P(Threads, EveryMessageOnceAndInOrderThroughARelayKilledTwice) {
 INSTANTIATE_TEST_SUITE_P(Workers, Threads, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param); });
 
+// Reloads that change the stage of a node with threads = 2 while messages flow: from per-thread
+// zstd to thread-safe passthrough, to verify-sink (on the event loop alone: jobs already on the
+// workers finish first), to per-thread crc32c and back to zstd: every message once and in
+// order at d, and each reload applied.
+TEST(ThreadsReload, StageChangesBetweenMessagesWithWorkersRunning) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c"}, kCompress, "threads = 2"},
+                   {"c", {"d"}, kDecompress},
+                   {"d", {}, sink(dir, "d")}});
+  p.start_all();
+  constexpr uint64_t kCount = 30000;
+  auto producer = p.start_send("a", kCount, 2000, {"--rate", "6000"});
+  const std::vector<std::string> stages = {"{ plugin = \"passthrough\" }", sink(dir, "b"),
+                                           "{ plugin = \"crc32c\", mode = \"stamp\" }", kCompress};
+  for (const std::string& stage : stages) {
+    std::this_thread::sleep_for(1200ms);
+    p.change([&](std::vector<NodeDef>& nodes) { nodes[1].stage = stage; });
+    p.proc("b").signal(SIGHUP);
+  }
+  EXPECT_EQ(producer->wait(120s), 0) << producer->output();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "d", kCount); }, 20s))
+      << read_file(dir / "d.json");
+  p.stop_all();
+  Report r = read_report(dir / "d.json");
+  expect_clean(r, kCount);
+  EXPECT_EQ(r.reordered, 0);
+  const std::string log = read_file(dir / "b.log");
+  EXPECT_NE(log.find("stage passthrough runs on 2 worker threads (one thread-safe instance)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("stage crc32c runs on 2 worker threads (one instance per thread)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("stage verify-sink does not say it may run on several threads"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("reload refused"), std::string::npos) << log;
+  // b's verify-sink saw its share in order too.
+  Report b = read_report(dir / "b.json");
+  EXPECT_GT(b.received, 0);
+  EXPECT_EQ(b.reordered, 0);
+  EXPECT_EQ(b.duplicates, 0);
+}
+
 // A plugin built against stage ABI minor 2 (before the thread capabilities) runs unchanged on a
 // node with threads = 2: on its event loop alone, said so in the log, every message through.
 TEST(ThreadsAbi, APluginOfMinorTwoRunsUnchangedOnTheEventLoop) {
