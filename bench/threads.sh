@@ -13,6 +13,10 @@
 # change in the machine's load hits every setting alike; the table gives the median, its ratio
 # to threads = 1 in this same run, the relay's CPU seconds per GiB of input (utime + stime of
 # all its threads) and the share of the CPUs other processes used meanwhile.
+# The reference, in the same run: how far this machine itself scales two compressions at once.
+# Debian's `zstd` command (level 3, one thread) compresses the same input alone, then twice at
+# once (two processes); the ratio of the two throughputs is the ceiling for threads = 2 here
+# (two "cores" of a virtual machine may share a physical core, caches or memory bandwidth).
 # Writes BUILD_DIR/bench/threads/results.json.
 # --smoke: 16 MiB, one run per setting, and only a check that every number is there (it
 # asserts nothing about performance); writes to BUILD_DIR/bench/threads-smoke/.
@@ -25,6 +29,10 @@ bench_args "$@"
 for b in "$hoprelayd" "$hoprelay"; do
   [[ -x $b ]] || { echo "threads.sh: $b is missing: build it first" >&2; exit 1; }
 done
+command -v zstd >/dev/null || {
+  echo "threads.sh: the zstd command is missing (Debian's zstd; scripts/install-deps.sh)" >&2
+  exit 1
+}
 
 size=${SIZE:-65536}
 read -r -a settings <<<"${THREADS:-1 2}"
@@ -121,19 +129,43 @@ EOF
     "$(awk -v b="$bytes" -v a="$t0" -v z="$t1" 'BEGIN {print b / 1048576 / (z - a)}')" >&2
 }
 
+# The reference: `zstd -3` of the input alone (copies = 1), then two at once (copies = 2).
+reference() { # REP
+  local copies t0 t1 i zp
+  for copies in 1 2; do
+    zp=()
+    t0=$(date +%s.%N)
+    for ((i = 0; i < copies; i++)); do
+      zstd -q -3 --single-thread -c "$input" >/dev/null &
+      zp+=("$!")
+    done
+    wait "${zp[@]}"
+    t1=$(date +%s.%N)
+    echo "zstd$copies $1 $t0 $t1 0 0 0" >>"$results"
+    printf '  zstd command, %s at once, run %s: %.0f MiB/s\n' "$copies" "$1" \
+      "$(awk -v b="$((bytes * copies))" -v a="$t0" -v z="$t1" 'BEGIN {print b / 1048576 / (z - a)}')" >&2
+  done
+}
+
 echo "threads.sh: $((bytes >> 20)) MiB in messages of $size bytes, zstd level 3 at the relay," \
   "threads ${settings[*]}, $reps runs each" >&2
 for ((rep = 1; rep <= reps; rep++)); do
   for t in "${settings[@]}"; do run_one "$t" "$rep"; done
+  reference "$rep"
 done
 
 python3 - "$results" "$bytes" "$clk_tck" "$(nproc)" "$out/results.json" "$smoke" <<'EOF'
 import json, statistics, sys
 path, total, hz, ncpu, out, smoke = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 runs = {}
+ref = {1: [], 2: []}
 for line in open(path):
     t, rep, t0, t1, cpu, busy, _ = line.split()
     wall = float(t1) - float(t0)
+    if t.startswith("zstd"):
+        copies = int(t[4:])
+        ref[copies].append(copies * total / 1048576 / wall)
+        continue
     runs.setdefault(int(t), []).append({
         "mib_s": total / 1048576 / wall,
         "relay_cpu_s_per_gib": int(cpu) / hz / (total / 2**30),
@@ -150,9 +182,18 @@ for t in sorted(runs):
            "runs": [r["mib_s"] for r in runs[t]]}
     table.append(row)
     print("%7d | %23.0f | %14.2f | %15.2f | %11.0f%%" % (t, med, row["ratio"], row["relay_cpu_s_per_gib"], 100 * row["busy_share"]))
-json.dump({"bytes": total, "rows": table}, open(out, "w"), indent=2)
+one, two = statistics.median(ref[1]), statistics.median(ref[2])
+ceiling = two / one
+print("reference: the zstd command, level 3: %.0f MiB/s alone, %.0f MiB/s as two at once: x%.2f,"
+      " this machine's ceiling for two compressions" % (one, two, ceiling))
+for row in table:
+    if row["threads"] > 1:
+        print("threads = %d: x%.2f of threads = 1, %.0f%% of the ceiling" % (row["threads"], row["ratio"], 100 * row["ratio"] / ceiling))
+json.dump({"bytes": total, "rows": table,
+           "reference": {"zstd_alone_mib_s": one, "zstd_two_at_once_mib_s": two, "ceiling": ceiling}},
+          open(out, "w"), indent=2)
 if smoke:
-    ok = all(r["mib_s"] > 0 and r["relay_cpu_s_per_gib"] > 0 for r in table)
+    ok = all(r["mib_s"] > 0 and r["relay_cpu_s_per_gib"] > 0 for r in table) and one > 0 and two > 0
     print("smoke: every number is there" if ok else "smoke: a number is missing")
     sys.exit(0 if ok else 1)
 EOF

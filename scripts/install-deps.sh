@@ -25,6 +25,7 @@ test_pkgs=(
   e2fsprogs  # mkfs.ext4: each cluster guest's own disk (tests/cluster)
   graphviz  # dot: README's `hoprelay graph ... | dot -Tpng`, run by integration.Cli.ReadmeGraph*
   lintian  # tests/package/test_deb.sh: no lintian errors in the packages
+  zstd  # bench/threads.sh: the zstd command, the reference its zstd relay is measured against
 )
 
 want=("${build_pkgs[@]}")
