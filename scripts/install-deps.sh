@@ -24,6 +24,9 @@ test_pkgs=(
   e2fsprogs  # mkfs.ext4: each cluster guest's own disk (tests/cluster)
   graphviz  # dot: README's `hoprelay graph ... | dot -Tpng`, run by integration.Cli.ReadmeGraph*
   lintian  # tests/package/test_deb.sh: no lintian errors in the packages
+  ucx-utils  # ucx_perftest: UCX's UCT put_bw/am_lat beside perftest in the Soft-RoCE suite
+  # mpirun and mpicc: the Soft-RoCE suite tries Open MPI over the rxe device (peers_probe)
+  openmpi-bin libopenmpi-dev
 )
 
 want=("${build_pkgs[@]}")
