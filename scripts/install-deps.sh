@@ -26,6 +26,10 @@ test_pkgs=(
   graphviz  # dot: README's `hoprelay graph ... | dot -Tpng`, run by integration.Cli.ReadmeGraph*
   lintian  # tests/package/test_deb.sh: no lintian errors in the packages
   zstd  # bench/threads.sh: the zstd command, the reference its zstd relay is measured against
+  ucx-utils  # ucx_perftest: UCX's UCT put_bw/am_lat beside perftest in the Soft-RoCE suite
+  # mpirun and mpicc: the Soft-RoCE suite tries Open MPI over the rxe device (peers_probe)
+  # (openmpi-bin and libopenmpi-dev are build packages too: bench/mpi_bcast.c)
+  openmpi-bin libopenmpi-dev
 )
 
 want=("${build_pkgs[@]}")
