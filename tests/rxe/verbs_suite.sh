@@ -333,6 +333,78 @@ T
     "$WORK/faults-c.json" "$n"
 }
 
+# threads N BASE_PORT: a -> b (crc32c stamp on N worker threads) -> c (verify-sink) over verbs,
+# two producers (two origins) and b killed -9 and restarted mid-stream: every message at c once
+# and in its origin's order (verify-sink's `reordered`), and b's work spread over its workers.
+threads() {
+  local n=$1 t="$WORK/threads$1.toml" count=${RXE_THREADS_COUNT:-20000}
+  local pa=$(($2 + 1)) pb=$(($2 + 2)) pc=$(($2 + 3)) mb=$(($2 + 4)) mc=$(($2 + 5))
+  local name="threads$n"
+  cat >"$t" <<T
+[pipeline]
+name = "$name"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$pb"
+metrics = "127.0.0.1:$mb"
+downstream = ["c"]
+threads = $n
+stage = { plugin = "crc32c", mode = "stamp" }
+[nodes.c]
+listen = "$RXE_IP:$pc"
+metrics = "127.0.0.1:$mc"
+stage = { plugin = "verify-sink", report = "$WORK/$name-c.json" }
+T
+  start "$t" c
+  start "$t" b
+  local b_index=$((${#pids[@]} - 1))
+  start "$t" a
+  wait_metrics "$mc" || { fail "$name: c did not start"; stop_all; return; }
+  local senders=() origin
+  for origin in 21 22; do
+    timeout 300 "$HOPRELAY" send --topology "$t" --to a --count "$count" --size 200 \
+      --rate 3000 --origin "$origin" --connect-timeout 20 >"$WORK/$name-send$origin.out" 2>&1 &
+    senders+=($!)
+  done
+  sleep 3
+  kill -9 "${pids[$b_index]}"
+  wait "${pids[$b_index]}" 2>/dev/null
+  sleep 0.3
+  mv "$WORK/b.log" "$WORK/$name-b.1.log"
+  "$HOPRELAYD" --topology "$t" --node b 2>"$WORK/b.log" &
+  pids[b_index]=$!
+  local s
+  for s in "${senders[@]}"; do
+    wait "$s" || fail "$name: a hoprelay send failed: $(tail -3 "$WORK/$name"-send*.out)"
+  done
+  wait_received "$WORK/$name-c.json" $((2 * count))
+  # The restarted b's workers, each with a share (the counts reach the metrics once a second).
+  sleep 1.5
+  local w busy=0 v
+  for ((w = 0; w < n; w++)); do
+    v=$(metric "$mb" hoprelay_stage_worker_messages_total "worker=\"$w\"")
+    ((v > 0)) && busy=$((busy + 1))
+  done
+  stop_all || fail "$name: a daemon did not exit 0 on SIGTERM"
+  for node in a b c; do mv "$WORK/$node.log" "$WORK/$name-$node.log"; done
+  grep -q "kept for replay" "$WORK/$name-a.log" || fail "$name: a never replayed (did the kill hit?)"
+  if ((busy >= 2)); then
+    pass "$name: $busy of $n workers of b ran the stage"
+  else
+    fail "$name: only $busy of $n workers of b ran the stage"
+  fi
+  local reordered
+  reordered=$(report_field "$WORK/$name-c.json" reordered)
+  [[ $reordered == 0 ]] || fail "$name: $reordered messages reached c out of their origin's order"
+  check_clean "verbs: threads = $n at the relay, killed -9 and restarted mid-stream, 2 x $count messages, in order" \
+    "$WORK/$name-c.json" $((2 * count))
+}
+
 # pair_topology NAME PORT_A PORT_B METRICS_B: a -> b over verbs, b a verify-sink reporting to
 # $WORK/NAME-b.json.
 pair_topology() {
@@ -808,21 +880,26 @@ perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
 }
 
 : >"$WORK/results"
-chain chain-send send 7100
-chain chain-write write 7110
-chain chain-busy send 7160 busy 5000
-chain chain-chunks write 7200 event 1000 20000
-stream
-outcomes
-nonblocking
-fanout
-undeclared
-auth
-operator_errors
-faults
-[[ ${RXE_BENCH:-1} == 1 ]] && bench
-[[ ${RXE_BENCH:-1} == 1 ]] && latency
-[[ ${RXE_BENCH:-1} == 1 ]] && peers_probe | tee -a "$WORK/bench.txt"
+# RXE_ONLY="threads faults ...": only those scenarios (by their function's name; for iterating
+# on one by hand), else all of them.
+only() { [[ -z ${RXE_ONLY:-} || " $RXE_ONLY " == *" $1 "* ]]; }
+only chain && chain chain-send send 7100
+only chain && chain chain-write write 7110
+only chain && chain chain-busy send 7160 busy 5000
+only chain && chain chain-chunks write 7200 event 1000 20000
+only stream && stream
+only outcomes && outcomes
+only nonblocking && nonblocking
+only fanout && fanout
+only undeclared && undeclared
+only auth && auth
+only operator_errors && operator_errors
+only faults && faults
+only threads && threads 2 7600
+only threads && threads 4 7610
+only bench && [[ ${RXE_BENCH:-1} == 1 ]] && bench
+only latency && [[ ${RXE_BENCH:-1} == 1 ]] && latency
+only peers_probe && [[ ${RXE_BENCH:-1} == 1 ]] && peers_probe | tee -a "$WORK/bench.txt"
 # Counted from the file: a check inside a pipe (the bench's rows) runs in a subshell.
 failures=$(grep -c ^FAIL "$WORK/results")
 say "$(grep -c ^PASS "$WORK/results") passed, $failures failed"
