@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include "hoprelay/daemon/monotonic.h"
@@ -294,9 +295,17 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   // To a worker: a whole message seen for the first time, recorded as taken now, so that a
   // repeat arriving while it is on a worker is known for one. Everything else keeps its place
   // in the order and walks on the event loop when its turn comes.
-  bool staged = parallel_ && !(slot.flags & transport::kFlagEnd) &&
-                !transport::is_chunk(slot.flags, slot.chunk) &&
-                dedup_.first_time(slot.origin, slot.seq);
+  // A chunk goes to a worker when the stage takes chunks (cut-through forwarding): its stage
+  // call is made ahead, and on_chunk() decides in order what becomes of it (a replayed copy
+  // is still dropped there, after the stage saw it).
+  bool staged = false;
+  if (parallel_ && !(slot.flags & transport::kFlagEnd)) {
+    if (transport::is_chunk(slot.flags, slot.chunk)) {
+      staged = stage_.chunkwise() && !receiver_ && !(slot.flags & transport::kFlagAbort);
+    } else {
+      staged = dedup_.first_time(slot.origin, slot.seq);
+    }
+  }
   workers_->submit(link, slot, staged);
 }
 
@@ -336,6 +345,10 @@ void Node::finish_job(StageJob& job) {
   transport::Slot& slot = *job.slot;
   if (!job.staged) {
     take(link, slot);
+  } else if (transport::is_chunk(slot.flags, slot.chunk)) {
+    staged_chunk_ = &job;  // forward_chunk() takes the worker's verdict
+    take(link, slot);
+    staged_chunk_ = nullptr;
   } else {
     check_assembling(inbound_of(link), slot);
     if (job.timed) stage_seconds_->observe_ns(job.stage_ns);
@@ -869,6 +882,15 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
       new_stage.emplace(stages::resolve(n->stage.plugin), n->name, n->stage.params);
     } catch (const stages::StageError& e) {
       return e.what();
+    }
+  }
+
+  // Every message that arrived before the reload passes the old stage, whole: what the workers
+  // have goes on first (a chunk the old stage saw must not meet the new one).
+  if (new_stage && workers_) {
+    while (workers_->pending() != 0) {
+      workers_->collect();
+      if (workers_->pending() != 0) std::this_thread::yield();
     }
   }
 

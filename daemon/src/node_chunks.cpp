@@ -7,6 +7,7 @@
 //  - a node that reassembles holds a message's chunks in their slots (unacknowledged) until
 //    the last one, and gives the message up as soon as its link carries anything else.
 #include <cstring>
+#include <utility>
 
 #include "hoprelay/daemon/node.h"
 
@@ -107,7 +108,18 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
                    static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
                    slot.seq,
                    slot.chunk};
-  if (run_stage(msg, slot.link, slot) != HOPRELAY_FORWARD) {
+  hoprelay_verdict verdict;
+  if (const StageJob* job = std::exchange(staged_chunk_, nullptr)) {
+    // The stage ran on a worker already (Node::finish_job).
+    if (job->timed) stage_seconds_->observe_ns(job->stage_ns);
+    msg.length = job->length;
+    msg.flags = job->flags;
+    verdict = judge(job->verdict, job->verdict == HOPRELAY_FORWARD && job->length > msg.capacity,
+                    job->why, slot.origin, slot.seq, slot.link, slot);
+  } else {
+    verdict = run_stage(msg, slot.link, slot);
+  }
+  if (verdict != HOPRELAY_FORWARD) {
     // Dropped (counted once: the rest of the message is discarded without the stage). When
     // earlier chunks went downstream already, an abort in this chunk's place ends it there.
     p.mode = Mode::kDiscard;

@@ -149,9 +149,9 @@ void StageWorkers::work(Worker& w, StageJob& job) {
                    slot.length,
                    capacity_,
                    slot.origin,
-                   slot.flags,
+                   slot.flags,  // a chunk's MORE flag included, as the loop's stage sees it
                    slot.seq,
-                   0};
+                   slot.chunk};
   const uint64_t started = job.timed ? monotonic_ns() : 0;
   job.verdict = w.stage->process(msg);
   job.stage_ns = job.timed ? monotonic_ns() - started : 0;

@@ -131,12 +131,15 @@ typedef struct hoprelay_stage_descriptor {
  *
  * HOPRELAY_STAGE_PER_THREAD: the node creates one more instance per worker thread (`create`
  * with the same parameters, from the event loop); each is called from one thread at a time
- * (its worker's `process` and `flush`; chunks and whole messages the node reassembles go to
- * the node's own instance on the event loop). Each instance sees a share of the messages, in no
- * fixed pattern: a stage whose result depends on seeing every message (a counter, a report, a
- * file written) must not declare it.
+ * (its worker's `process` and `flush`; messages the node reassembles for a stage without
+ * HOPRELAY_STAGE_CHUNKS go to the node's own instance on the event loop). Each instance sees a
+ * share of the messages (the chunks of one message may go to different instances), in no fixed
+ * pattern: a stage whose result depends on seeing every message (a counter, a report, a file
+ * written) must not declare it.
  *
- * Either way the node forwards and acknowledges messages in the order they arrived. */
+ * Either way the node forwards and acknowledges messages in the order they arrived. A chunk is
+ * staged ahead of the node's bookkeeping, so a stage with either bit may see a replayed copy of
+ * a chunk that the node then drops as a repeat (whole messages are checked first). */
 #define HOPRELAY_STAGE_THREADSAFE 0x0002u
 #define HOPRELAY_STAGE_PER_THREAD 0x0004u
 

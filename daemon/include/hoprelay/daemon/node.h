@@ -250,6 +250,8 @@ class Node final : public transport::LinkEvents {
   std::vector<stages::Stage> worker_stages_;
   std::unique_ptr<StageWorkers> workers_;
   bool parallel_ = false;  // new messages go to the workers' stage (else only keep order)
+  // The chunk job being finished: its stage call was made on a worker (forward_chunk).
+  const StageJob* staged_chunk_ = nullptr;
   std::vector<prometheus::Counter*> worker_counters_;
   std::vector<uint64_t> worker_counted_;
   std::unique_ptr<NodeMetrics> metrics_;

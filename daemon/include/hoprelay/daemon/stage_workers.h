@@ -11,9 +11,9 @@
 // Jobs sit in a ring the event loop owns; workers claim the next unclaimed one with a
 // compare-and-swap (so a slow message on one worker does not stall the others, as a fixed
 // round robin would) and mark it done; the loop is woken through an eventfd only when it may
-// be asleep. A message that must not reach the workers (a chunk, an end mark, a repeat, any
-// message when the stage runs on the loop) still takes its turn in the ring, so what comes
-// after it cannot overtake what came before.
+// be asleep. A frame that does not reach the workers (an end mark, a repeat, a chunk of a
+// message reassembled for its stage, anything while the stage runs on the loop) still takes
+// its turn in the ring, so what comes after it cannot overtake what came before.
 #pragma once
 
 #include <atomic>
