@@ -205,7 +205,12 @@ void NodeMetrics::serve() {
   if (rdma_) exposer_->RegisterCollectable(rdma_);
 }
 
-NodeMetrics::~NodeMetrics() = default;
+NodeMetrics::~NodeMetrics() {
+  // The HTTP server first: its threads may be collecting (a scrape during shutdown) from the
+  // histogram families and collectors, members declared after it and so destroyed before it.
+  // Found by ThreadSanitizer (a scrape racing the families' destruction).
+  exposer_.reset();
+}
 
 PeerMetrics NodeMetrics::inbound(const std::string& peer, bool verbs) {
   PeerMetrics m;
