@@ -245,8 +245,10 @@ deploy() {
   declare -A ids=()
   for h in "${HOSTS[@]}"; do
     cp "$W/topology.toml" "$W/$h/ctl/topology.toml"
+    # sync: a host-crash scenario may kill the guest seconds later, before ext4 wrote the new
+    # file (seen once: b booted with an empty topology.toml, its unit failing with exit 78).
     gstart "$h" "install -m 0644 /run/cluster/topology.toml /etc/hoprelay/topology.toml &&
-      systemctl enable hoprelayd@$h 2>&1 && systemctl restart --no-block hoprelayd@$h &&
+      systemctl enable hoprelayd@$h 2>&1 && sync && systemctl restart --no-block hoprelayd@$h &&
       for i in \$(seq 240); do systemctl is-active -q hoprelayd@$h && exit 0; sleep 0.5; done
       systemctl status hoprelayd@$h --no-pager; exit 1"
     ids[$h]=$GID
@@ -603,7 +605,7 @@ systemd_scenario() {
   for h in "${HOSTS[@]}"; do
     cp "$W/topology.toml" "$W/$h/ctl/topology.toml"
     out=$(gexec "$h" 60 "install -m 0644 /run/cluster/topology.toml /etc/hoprelay/topology.toml &&
-      systemctl reload hoprelayd@$h 2>&1") || { fail "systemd over $transport: reload on $h: $out"; return; }
+      sync && systemctl reload hoprelayd@$h 2>&1") || { fail "systemd over $transport: reload on $h: $out"; return; }
   done
   if ! out=$(gexec b 30 "systemctl status hoprelayd@b --no-pager | grep 'Status: \"running: .*(topology reloaded)\"'"); then
     fail "systemd over $transport: systemctl status of b does not show the reload: $(gexec b 30 "systemctl status hoprelayd@b --no-pager" | head -5)"
