@@ -161,6 +161,34 @@ TEST(Chunks, ConcurrentProducersNeverInterleaveChunksOnALink) {
   expect_clean(read_report(dir / "c.json"), 5600);
 }
 
+// Frames of 128 KiB and more are read straight into their slots, with only a short lookahead
+// into the stream buffer (transport/tcp/tcp_datapath.cpp); smaller ones are parsed out of it.
+// Four producers at once make a stream where both kinds follow each other at every offset:
+// whole 256 KiB chunks, 44 KiB last chunks, 200 KB single frames, 100-byte ones.
+TEST(Chunks, LargeFramesReadStraightIntoSlotsInterleaveWithSmallOnes) {
+  TempDir dir;
+  const std::string big = "slot_size = \"256KiB\"\nslots = 16";
+  Pipeline p(dir, {{"a", {"b"}, "{ plugin = \"passthrough\" }", big},
+                   {"b", {"c"}, "{ plugin = \"passthrough\" }", big},
+                   {"c", {}, sink(dir, "c"), big}});
+  p.start_all();
+  auto p1 = p.start_send("a", 100, 1 << 20, {}, "p1.log");  // 4 chunks of 256 KiB
+  auto p2 = p.start_send("a", 300, 300000, {}, "p2.log");   // 256 KiB + 44 KiB
+  auto p3 = p.start_send("a", 1000, 40000, {}, "p3.log");   // one frame, read direct
+  auto p4 = p.start_send("a", 20000, 100, {}, "p4.log");    // many per read
+  for (auto* pr : {p1.get(), p2.get(), p3.get(), p4.get()}) {
+    EXPECT_EQ(pr->wait(60s), 0) << pr->output();
+  }
+  const uint64_t messages = 100 + 300 + 1000 + 20000;
+  const uint64_t frames = 100 * 4 + 300 * 2 + 1000 + 20000;
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", messages); }, 20s))
+      << read_file(dir / "c.json");
+  EXPECT_EQ(received(p.node("b")), frames);
+  EXPECT_EQ(received(p.node("c")), frames);
+  p.stop_all();
+  expect_clean(read_report(dir / "c.json"), messages);
+}
+
 // A producer killed for good in the middle of a message: the head has forwarded its first
 // chunks, the sink holds them, and the head's link waits for the rest. After the orphan
 // timeout (5 s) the head ends the message with an abort, and everyone else flows again.
