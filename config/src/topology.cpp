@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <system_error>
+#include <unordered_map>
 
 #include "internal.h"
 
@@ -130,7 +131,80 @@ std::vector<Diagnostic> Topology::warnings() const {
                                          " one of at most " + std::to_string(n.slot_size - 4));
     out.push_back({path, n.pos, msg, true});
   }
+  zstd_warnings(out);
   return out;
+}
+
+namespace {
+
+std::string_view stage_param(const StageSpec& s, std::string_view key) {
+  for (const auto& [k, v] : s.params) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+bool zstd_mode(const NodeSpec& n, std::string_view mode) {
+  return n.stage.plugin == "zstd" && stage_param(n.stage, "mode") == mode;
+}
+
+}  // namespace
+
+// Nodes that get a compressing node's messages with no decompressing node in between, and
+// whose stage cannot take them (docs/stages.md, "zstd"): each found once, in file order.
+void Topology::zstd_warnings(std::vector<Diagnostic>& out) const {
+  std::vector<const NodeSpec*> compressed_by(nodes.size(), nullptr);
+  std::unordered_map<std::string_view, size_t> index;
+  for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].name, i);
+  for (const auto& c : nodes) {
+    if (!zstd_mode(c, "compress")) continue;
+    std::vector<size_t> todo;
+    std::vector<bool> seen(nodes.size(), false);
+    auto push_downstream = [&](const NodeSpec& n) {
+      for (const auto& d : n.downstream) {
+        auto it = index.find(d);
+        if (it != index.end() && !seen[it->second]) {
+          seen[it->second] = true;
+          todo.push_back(it->second);
+        }
+      }
+    };
+    push_downstream(c);
+    while (!todo.empty()) {
+      const NodeSpec& x = nodes[todo.back()];
+      todo.pop_back();
+      if (zstd_mode(x, "decompress")) continue;  // what passes it is readable again
+      if (!compressed_by[&x - nodes.data()]) compressed_by[&x - nodes.data()] = &c;
+      push_downstream(x);
+    }
+  }
+  const std::string fix = "stage = { plugin = \"zstd\", mode = \"decompress\" }";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeSpec& x = nodes[i];
+    const NodeSpec* c = compressed_by[i];
+    if (!c) continue;
+    const std::string head = "nodes." + x.name + ": ";
+    const std::string from =
+        "the zstd-compressed messages of " + c->name + " (no node between them decompresses)";
+    std::string msg;
+    if (x.stage.plugin == "crc32c") {
+      msg = head + "its crc32c stage gets " + from +
+            ": it works on whole messages and their bytes, so it joins compressed chunks, "
+            "cuts their zstd frames apart, and the node that decompresses refuses them as "
+            "stage_error. Decompress before " +
+            x.name + " (" + fix + " on a node before it), or compress after it";
+    } else if (x.stage.plugin == "verify-sink" || x.stage.plugin == "file-sink") {
+      msg = head + "its " + x.stage.plugin + " gets " + from +
+            " and refuses every one of them as stage_error. Give the node before " + x.name + " " +
+            fix;
+    } else if (x.is_leaf() && x.stage.plugin == "passthrough") {
+      msg = head + "a leaf that gets " + from + " hands none of them to its application " +
+            "(hoprelay recv, a consumer: dropped as stage_error). Give " + x.name + " " + fix;
+    } else {
+      continue;  // passthrough and zstd relays forward them as they are; plugins may know
+    }
+    out.push_back({path, x.pos, msg, true});
+  }
 }
 
 size_t Topology::link_count() const {

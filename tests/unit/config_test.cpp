@@ -228,6 +228,58 @@ TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
   EXPECT_TRUE(demo.warnings().empty()) << dump(demo.warnings());
 }
 
+// docs/stages.md, "zstd": between the compressing node and the one that decompresses, only
+// relays that take chunks as they are. What would refuse or break the compressed messages is
+// named where it is written; what is behind a decompressing node is not.
+TEST(ConfigTest, WarnsWhereZstdCompressedMessagesMeetAStageThatCannotTakeThem) {
+  const std::string compress = "stage = { plugin = \"zstd\", mode = \"compress\" }\n";
+  const std::string decompress = "stage = { plugin = \"zstd\", mode = \"decompress\" }\n";
+  auto node = [](const std::string& name, const std::string& down, const std::string& stage) {
+    return "[nodes." + name + "]\nlisten = \"h:" + std::to_string(7000 + name[0]) + "\"\n" +
+           (down.empty() ? "" : "downstream = [" + down + "]\n") + stage;
+  };
+  // a compresses for b (crc32c) -> c (decompresses) -> d (verify-sink, fine), for e (a leaf
+  // that does not decompress), for f (decompresses) -> g (fine), and for h (file-sink).
+  const std::string nodes =
+      node("a", "\"b\", \"e\", \"f\", \"h\"", compress) +
+      node("b", "\"c\"", "stage = { plugin = \"crc32c\", mode = \"verify\" }\n") +
+      node("c", "\"d\"", decompress) + node("d", "", "stage = { plugin = \"verify-sink\" }\n") +
+      node("e", "", "") + node("f", "\"g\"", decompress) + node("g", "", "") +
+      node("h", "", "stage = { plugin = \"file-sink\", path = \"/tmp/x\" }\n");
+  Topology t = parse_topology(with_pipeline(nodes), "t.toml");
+  auto w = t.warnings();
+  ASSERT_EQ(w.size(), 3u) << dump(w);
+  auto at = [&](const std::string& n) { return "t.toml:" + std::to_string(t.find(n)->pos.line); };
+  EXPECT_EQ(w[0].format(),
+            at("b") +
+                ":1: warning: nodes.b: its crc32c stage gets the zstd-compressed messages "
+                "of a (no node between them decompresses): it works on whole messages and "
+                "their bytes, so it joins compressed chunks, cuts their zstd frames apart, "
+                "and the node that decompresses refuses them as stage_error. Decompress "
+                "before b (stage = { plugin = \"zstd\", mode = \"decompress\" } on a node "
+                "before it), or compress after it");
+  EXPECT_EQ(w[1].format(),
+            at("e") +
+                ":1: warning: nodes.e: a leaf that gets the zstd-compressed messages of a "
+                "(no node between them decompresses) hands none of them to its "
+                "application (hoprelay recv, a consumer: dropped as stage_error). Give e "
+                "stage = { plugin = \"zstd\", mode = \"decompress\" }");
+  EXPECT_EQ(w[2].format(),
+            at("h") +
+                ":1: warning: nodes.h: its file-sink gets the zstd-compressed messages of "
+                "a (no node between them decompresses) and refuses every one of them as "
+                "stage_error. Give the node before h stage = { plugin = \"zstd\", mode = "
+                "\"decompress\" }");
+  // Without the compressing stage nothing is compressed, and nothing is said.
+  std::string plain = nodes;
+  plain.replace(plain.find(compress), compress.size(), "");
+  EXPECT_TRUE(parse_topology(with_pipeline(plain), "t.toml").warnings().empty());
+  // The example of docs/stages.md compresses at a, passes b, decompresses at c: nothing to say.
+  Topology example = load_topology(HOPRELAY_SOURCE_DIR "/config/examples/zstd.toml",
+                                   {PluginCheck::Mode::kNone, ""});
+  EXPECT_TRUE(example.warnings().empty()) << dump(example.warnings());
+}
+
 TEST(ConfigTest, StageParamsKeepTheirTomlSpelling) {
   Topology t = parse_topology(with_pipeline(R"([nodes.a]
 listen = "h:1"

@@ -137,9 +137,12 @@ struct Topology {
   // whose stage needs whole messages holds all of one message's chunks in one link's ring
   // (as do the nodes before it, until it acknowledges them), so it must fit every ring.
   uint64_t max_message() const;
-  // What loads but will drop messages the geometry lets in: a crc32c stamp at a node whose
-  // slots are no larger than what its upstream (or, at a head, a producer) fills.
+  // What loads but will drop messages: a crc32c stamp at a node whose slots are no larger than
+  // what its upstream (or, at a head, a producer) fills; a node that gets zstd-compressed
+  // messages which its stage cannot take (crc32c, a sink, a leaf handing them to an
+  // application) with no node decompressing them before it.
   std::vector<Diagnostic> warnings() const;
+  void zstd_warnings(std::vector<Diagnostic>& out) const;
 };
 
 // Which nodes' stage plugins validation loads (dlopen) to check them and their parameters:
