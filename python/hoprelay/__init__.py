@@ -56,7 +56,7 @@ from collections import deque
 __all__ = [
     "HoprelayError", "InvalidArgument", "ConfigError", "NodeError", "TooBig", "Timeout",
     "Refused", "OriginInUse", "VersionError", "StateError", "Unavailable", "InternalError", "ClosedError",
-    "Producer", "Consumer", "Message", "version", "strerror", "library_path",
+    "Producer", "Consumer", "Message", "Outcome", "Drop", "version", "strerror", "library_path",
     "OK", "EINVAL", "ECONFIG", "ENODE", "ETOOBIG", "ETIMEDOUT", "EAGAIN", "EREFUSED",
     "EVERSION", "ESTATE", "EUNAVAILABLE", "EINTERNAL", "EORIGIN", "SEND_MORE", "MESSAGE_END",
     "LOG_DEBUG", "LOG_INFO", "LOG_WARN", "LOG_ERROR",
@@ -117,7 +117,7 @@ class _ProducerOptions(ctypes.Structure):
         ("log", _LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
-        ("on_outcome", ctypes.c_void_p),  # not used from Python: counts via outcomes()
+        ("on_outcome", ctypes.c_void_p),  # an _OUTCOME_FN, or None
         ("outcome_user", ctypes.c_void_p),
     ]
 
@@ -169,6 +169,81 @@ class _OutcomeCounts(ctypes.Structure):
         ("partial", ctypes.c_uint64),
         ("by_reason", ctypes.c_uint64 * (len(_DROP_REASONS) + 1)),
     ]
+
+
+class _Drop(ctypes.Structure):
+    """struct hoprelay_drop."""
+    _fields_ = [("reason", ctypes.c_int), ("node", ctypes.c_char_p), ("detail", ctypes.c_char_p)]
+
+
+_OUTCOME_RECORDS = 3  # HOPRELAY_OUTCOME_RECORDS
+
+
+class _Outcome(ctypes.Structure):
+    """struct hoprelay_outcome."""
+    _fields_ = [
+        ("origin", ctypes.c_uint32),
+        ("seq", ctypes.c_uint64),
+        ("status", ctypes.c_int),
+        ("reason", ctypes.c_int),
+        ("partial", ctypes.c_int),
+        ("drops", ctypes.c_uint32),
+        ("n_drops", ctypes.c_uint32),
+        ("drop", _Drop * _OUTCOME_RECORDS),
+    ]
+
+
+_OUTCOME_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Outcome))
+_STATUSES = ("delivered", "dropped", "repeat")  # hoprelay_outcome_status
+
+
+def _reason_name(reason):
+    return _DROP_REASONS[reason - 1] if 1 <= reason <= len(_DROP_REASONS) else "unknown"
+
+
+class Drop:
+    """Where and why a node gave a message up: `reason` ('stage_error', ...), `node` (its
+    name) and `detail` (its words, '' if none)."""
+    __slots__ = ("reason", "node", "detail")
+
+    def __init__(self, reason, node, detail):
+        self.reason, self.node, self.detail = reason, node, detail
+
+    def __eq__(self, other):
+        return isinstance(other, Drop) and (self.reason, self.node, self.detail) == (
+            other.reason, other.node, other.detail)
+
+    def __repr__(self):
+        return "Drop(%r, %r, %r)" % (self.reason, self.node, self.detail)
+
+
+class Outcome:
+    """What became of one message (docs/client.md, "Outcomes"), passed to a Producer's
+    `on_outcome`: `origin`, `seq`; `status` 'delivered' (on every branch it was routed to),
+    'dropped' (given up somewhere) or 'repeat' (not sent: the head had taken that sequence
+    number); for 'dropped', `reason` (the main one, as in :meth:`Producer.outcomes`),
+    `partial` (delivered on some branches, dropped on others), `drops` (how many places gave
+    it up) and `records` (a list of :class:`Drop`, the first few of them). A plain copy: it
+    may be kept."""
+    __slots__ = ("origin", "seq", "status", "reason", "partial", "drops", "records")
+
+    def __init__(self, c):
+        self.origin = c.origin
+        self.seq = c.seq
+        self.status = _STATUSES[c.status] if 0 <= c.status < len(_STATUSES) else "unknown"
+        self.reason = _reason_name(c.reason) if c.status == 1 else None
+        self.partial = bool(c.partial)
+        self.drops = c.drops
+        self.records = [Drop(_reason_name(d.reason),
+                             (d.node or b"").decode("utf-8", "replace"),
+                             (d.detail or b"").decode("utf-8", "replace"))
+                        for d in c.drop[:min(c.n_drops, _OUTCOME_RECORDS)]]
+
+    def __repr__(self):
+        if self.status != "dropped":
+            return "Outcome(seq=%d, %s)" % (self.seq, self.status)
+        return "Outcome(seq=%d, dropped, reason=%r, partial=%r, drops=%d, records=%r)" % (
+            self.seq, self.reason, self.partial, self.drops, self.records)
 
 
 class _ProducerStats(ctypes.Structure):
@@ -396,9 +471,17 @@ class _Handle:
         self._h = None
         self._lock = threading.Lock()
         self._log_cb = None
+        self._in_callback = None  # (name, thread) of the callback running inside a call
+        self._callback_error = None  # what a callback raised, raised again by _leave()
 
     def _enter(self):
-        """The handle, with the guard held: release self._lock after the call."""
+        """The handle, with the guard held: call self._leave() after the call."""
+        running = self._in_callback
+        if running is not None and running[1] == threading.get_ident():
+            raise RuntimeError(
+                "hoprelay: %s called into its own %s: a callback runs inside a call of the "
+                "handle and must not call it (note what it needs, act after the call returns)"
+                % (running[0], self._kind))
         if not self._lock.acquire(False):
             raise RuntimeError(
                 "hoprelay: this %s is in use by another thread: a handle is used by one thread "
@@ -407,6 +490,27 @@ class _Handle:
             self._lock.release()
             raise ClosedError(ESTATE, "this %s is closed" % self._kind)
         return self._h
+
+    def _leave(self):
+        """Releases the guard; raises what a callback raised during the call, if it did."""
+        error, self._callback_error = self._callback_error, None
+        self._lock.release()
+        if error is not None:
+            raise error
+
+    def _callback(self, name, fn):
+        """fn wrapped for a C callback: an exception it raises cannot cross the library, so it
+        is kept (the first one) and raised when the library call returns."""
+        def run(*args):
+            self._in_callback = (name, threading.get_ident())
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 - raised again by _leave()
+                if self._callback_error is None:
+                    self._callback_error = e
+            finally:
+                self._in_callback = None
+        return run
 
     @property
     def closed(self):
@@ -421,7 +525,7 @@ class _Handle:
                 raise _error(fd)
             return fd
         finally:
-            self._lock.release()
+            self._leave()
 
     def _call(self, fn, *args):
         h = self._enter()
@@ -431,7 +535,7 @@ class _Handle:
             if rc != OK:
                 raise _error(rc)
         finally:
-            self._lock.release()
+            self._leave()
 
     def _call_wait(self, fn, timeout, *args):
         """fn(h, *args, timeout_ms), a call that waits. timeout None: in slices, again while
@@ -447,7 +551,7 @@ class _Handle:
             if rc != OK:
                 raise _error(rc)
         finally:
-            self._lock.release()
+            self._leave()
 
     def _between_calls(self, h):
         """Work of this module due before each library call, with the guard held."""
@@ -466,7 +570,13 @@ class Producer(_Handle):
     restart resumes); `log`, if
     given, a callable(level: int, line: str) called with the handle's log lines of level
     `log_level` and above (connections, reconnections, refusals; never per message), on the
-    thread that called into the library, inside that call.
+    thread that called into the library, inside that call. `on_outcome`, if given, a
+    callable(:class:`Outcome`) called once per message, in sequence order, when the head
+    acknowledged it: delivered, or dropped with where and why (:meth:`outcomes` counts
+    them either way); also on the calling thread, inside a call (send, commit, flush,
+    process, close...). A callback must not call into this producer (RuntimeError); an
+    exception it raises is raised by the call it ran in, once that call is done (the
+    first one, if several).
 
     The head acknowledges each message once it is safe downstream; the library keeps every
     message until then and sends again what was not acknowledged if the link drops.
@@ -481,7 +591,7 @@ class Producer(_Handle):
     _kind = "producer"
 
     def __init__(self, topology, head, *, origin=0, first_seq=0, connect_timeout=30.0,
-                 log=None, log_level=LOG_INFO):
+                 log=None, log_level=LOG_INFO, on_outcome=None):
         super().__init__()
         if connect_timeout is None or connect_timeout < 0:
             raise ValueError("connect_timeout must be 0 or more seconds")
@@ -492,6 +602,16 @@ class Producer(_Handle):
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
         options.log_level = log_level
+        self._outcome_cb = None
+        if on_outcome is not None:
+            if not callable(on_outcome):
+                raise TypeError("on_outcome must be a callable(outcome), or None")
+
+            def outcome(_user, c):
+                on_outcome(Outcome(c.contents))
+
+            self._outcome_cb = _OUTCOME_FN(self._callback("on_outcome", outcome))
+            options.on_outcome = ctypes.cast(self._outcome_cb, ctypes.c_void_p)
         self._reserved = None  # the memoryview reserve() gave, until commit
         h = _H()
         rc = _producer_open(os.fsencode(topology), os.fsencode(head), ctypes.byref(options),
@@ -571,7 +691,7 @@ class Producer(_Handle):
         try:
             return fn(h)
         finally:
-            self._lock.release()
+            self._leave()
 
     @property
     def origin(self):
@@ -642,7 +762,7 @@ class Producer(_Handle):
             if rc != OK:
                 raise _error(rc)
         finally:
-            self._lock.release()
+            self._leave()
 
     def destroy(self):
         """Frees the handle at once: no flush and no end-of-stream mark; messages not yet
@@ -655,7 +775,7 @@ class Producer(_Handle):
             self._h = None
             _producer_destroy(h)
         finally:
-            self._lock.release()
+            self._leave()
 
     def __enter__(self):
         return self
@@ -866,7 +986,7 @@ class Consumer(_Handle):
             self._h = None
             _consumer_close(h)
         finally:
-            self._lock.release()
+            self._leave()
 
     def __enter__(self):
         return self

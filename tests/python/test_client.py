@@ -320,6 +320,143 @@ def run(topology, directory, metrics):
             "producer log lines: %r" % producer_log[:3]))
     check("a closed consumer raises ClosedError", expect_error,
           lambda: consumer.recv(timeout=0), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
+    outcome_checks(directory)
+
+
+# ---- outcomes: on_outcome ---------------------------------------------------------------------
+
+def write_outcome_topology(directory):
+    """head stamps a crc32c trailer: a message that fills its slot has no room for it and is
+    dropped there as stage_error (with the stage's words); smaller ones reach the leaf."""
+    listen_head, metrics_head, listen_leaf = free_ports(3)
+    text = """\
+[pipeline]
+name = "python-outcomes"
+transport = "tcp"
+slot_size = "16KiB"
+slots = 32
+
+[nodes.head]
+listen = "127.0.0.1:%d"
+metrics = "127.0.0.1:%d"
+downstream = ["leaf"]
+stage = { plugin = "crc32c", mode = "stamp" }
+
+[nodes.leaf]
+listen = "127.0.0.1:%d"
+""" % (listen_head, metrics_head, listen_leaf)
+    path = os.path.join(directory, "outcomes.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path, metrics_head
+
+
+def outcome_checks(directory):
+    topology, metrics_head = write_outcome_topology(directory)
+    consumer = check("Consumer(leaf) of the outcomes topology opens", hoprelay.Consumer,
+                     topology, "leaf")
+    if consumer is None:
+        return
+    delivered = []  # (origin, seq) of every message the leaf got
+    stop = threading.Event()
+
+    def drain():
+        while not stop.is_set():
+            try:
+                with consumer.recv(timeout=0.2) as msg:
+                    if not msg.end:
+                        delivered.append((msg.origin, msg.seq))
+            except hoprelay.Timeout:
+                pass
+
+    with consumer:
+        if check("daemon head starts", start_daemon, topology, "head", directory,
+                 metrics_head) is None:
+            return
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+        try:
+            check("on_outcome: one Outcome per message, in order, with where and why",
+                  outcomes_reported, topology, delivered)
+            check("an exception raised in on_outcome is raised by the call it ran in",
+                  outcome_exception, topology)
+            check("on_outcome calling into its own producer: RuntimeError that says so",
+                  outcome_reentry, topology)
+        finally:
+            stop.set()
+            thread.join(RECV_TIMEOUT)
+
+
+def outcomes_reported(topology, delivered):
+    seen = []
+    sizes = [100, SLOT, 200, SLOT, 300]  # a full slot leaves no room for the trailer
+    with hoprelay.Producer(topology, "head", connect_timeout=10, on_outcome=seen.append) as p:
+        for n in sizes:
+            p.send(bytes(n), timeout=RECV_TIMEOUT)
+        p.flush(timeout=RECV_TIMEOUT)
+        origin, counts = p.origin, p.outcomes()
+    expect([o.seq for o in seen] == [0, 1, 2, 3, 4], "outcomes for seqs %r" % seen)
+    expect([o.status for o in seen] ==
+           ["delivered", "dropped", "delivered", "dropped", "delivered"], "statuses %r" % seen)
+    expect(all(o.origin == origin for o in seen), "origins %r" % seen)
+    why = "crc32c: message leaves no room for the 4-byte trailer"
+    for o in (seen[1], seen[3]):
+        expect(o.reason == "stage_error" and not o.partial and o.drops == 1 and
+               o.records == [hoprelay.Drop("stage_error", "head", why)], "dropped: %r" % o)
+    for o in (seen[0], seen[2], seen[4]):
+        expect(o.reason is None and o.records == [] and o.drops == 0, "delivered: %r" % o)
+    expect(counts["delivered"] == 3 and counts["dropped"] == 2 and
+           counts["by_reason"]["stage_error"] == 2, "outcomes() %r" % counts)
+    deadline = time.monotonic() + RECV_TIMEOUT
+    while time.monotonic() < deadline and len([d for d in delivered if d[0] == origin]) < 3:
+        time.sleep(0.05)
+    expect(sorted(seq for o, seq in delivered if o == origin) == [0, 2, 4],
+           "the leaf got %r" % delivered)
+
+
+def outcome_exception(topology):
+    def boom(outcome):
+        raise ValueError("boom at seq %d" % outcome.seq)
+
+    p = hoprelay.Producer(topology, "head", connect_timeout=10, on_outcome=boom)
+    try:
+        try:
+            p.send(b"x" * 10, timeout=RECV_TIMEOUT)
+            p.flush(timeout=RECV_TIMEOUT)
+            raise AssertionError("the callback's ValueError was not raised")
+        except ValueError as e:
+            expect(str(e) == "boom at seq 0", "raised %r" % e)
+        p.send(b"y" * 10, timeout=RECV_TIMEOUT)  # the producer goes on
+        try:
+            p.flush(timeout=RECV_TIMEOUT)
+        except ValueError as e:
+            expect(str(e) == "boom at seq 1", "raised %r" % e)
+        expect(p.outcomes()["delivered"] == 2, "outcomes %r" % p.outcomes())
+    finally:
+        p.destroy()
+
+
+def outcome_reentry(topology):
+    holder = {}
+    p = hoprelay.Producer(topology, "head", connect_timeout=10,
+                          on_outcome=lambda o: holder["p"].next_seq)
+    holder["p"] = p
+    try:
+        expect_error_type(lambda: (p.send(b"z" * 10, timeout=RECV_TIMEOUT),
+                                   p.flush(timeout=RECV_TIMEOUT)),
+                          RuntimeError, "on_outcome called into its own producer")
+        expect(p.next_seq == 1, "next_seq after the callback: %r" % p.next_seq)
+    finally:
+        p.destroy()
+
+
+def expect_error_type(fn, cls, text):
+    try:
+        fn()
+    except cls as e:
+        expect(text in str(e), "%s without %r: %s" % (cls.__name__, text, e))
+        return
+    raise AssertionError("no %s raised" % cls.__name__)
 
 
 def producer_properties(producer):
