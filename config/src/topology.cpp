@@ -171,11 +171,11 @@ void Topology::zstd_warnings(std::vector<Diagnostic>& out) const {
     };
     push_downstream(c);
     while (!todo.empty()) {
-      const NodeSpec& x = nodes[todo.back()];
+      const size_t i = todo.back();
       todo.pop_back();
-      if (zstd_mode(x, "decompress")) continue;  // what passes it is readable again
-      if (!compressed_by[&x - nodes.data()]) compressed_by[&x - nodes.data()] = &c;
-      push_downstream(x);
+      if (zstd_mode(nodes[i], "decompress")) continue;  // what passes it is readable again
+      if (!compressed_by[i]) compressed_by[i] = &c;
+      push_downstream(nodes[i]);
     }
   }
   const std::string fix = "stage = { plugin = \"zstd\", mode = \"decompress\" }";
