@@ -100,41 +100,6 @@ uint64_t Topology::max_message() const {
   return slots * slot_size;
 }
 
-std::vector<Diagnostic> Topology::warnings() const {
-  std::vector<Diagnostic> out;
-  for (const auto& n : nodes) {
-    if (n.stage.plugin != "crc32c") continue;
-    std::string mode = "stamp";
-    for (const auto& [k, v] : n.stage.params) {
-      if (k == "mode") mode = v;
-    }
-    if (mode != "stamp") continue;
-    // The largest frame that reaches it: its upstreams' slots, or at a head one of its own
-    // (a producer fills a slot). Reassembled, a message has the room of its frames' slots.
-    uint64_t fill = n.is_head() ? n.slot_size : 0;
-    std::string from = n.is_head() ? "a producer" : "";
-    for (const auto& u : n.upstream) {
-      const NodeSpec* up = find(u);
-      if (up && up->slot_size > fill) {
-        fill = up->slot_size;
-        from = u;
-      }
-    }
-    if (n.slot_size >= fill + 4) continue;
-    std::string msg = "nodes." + n.name + ": its crc32c stamp adds a 4-byte trailer, but its " +
-                      "slots (" + std::to_string(n.slot_size) + " bytes) leave no room in a " +
-                      "frame that " + from + " fills (" + std::to_string(fill) +
-                      " bytes): " + "such messages are dropped as stage_error. Give " + n.name +
-                      " a slot_size of at least " + std::to_string(fill + 4) +
-                      (n.is_head() ? ", or send messages at least 4 bytes smaller than a slot"
-                                   : " (and its downstream peers too), or " + from +
-                                         " one of at most " + std::to_string(n.slot_size - 4));
-    out.push_back({path, n.pos, msg, true});
-  }
-  zstd_warnings(out);
-  return out;
-}
-
 namespace {
 
 std::string_view stage_param(const StageSpec& s, std::string_view key) {
@@ -148,11 +113,10 @@ bool zstd_mode(const NodeSpec& n, std::string_view mode) {
   return n.stage.plugin == "zstd" && stage_param(n.stage, "mode") == mode;
 }
 
-}  // namespace
-
 // Nodes that get a compressing node's messages with no decompressing node in between, and
 // whose stage cannot take them (docs/stages.md, "zstd"): each found once, in file order.
-void Topology::zstd_warnings(std::vector<Diagnostic>& out) const {
+void zstd_warnings(const Topology& t, std::vector<Diagnostic>& out) {
+  const std::vector<NodeSpec>& nodes = t.nodes;
   std::vector<const NodeSpec*> compressed_by(nodes.size(), nullptr);
   std::unordered_map<std::string_view, size_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].name, i);
@@ -203,8 +167,45 @@ void Topology::zstd_warnings(std::vector<Diagnostic>& out) const {
     } else {
       continue;  // passthrough and zstd relays forward them as they are; plugins may know
     }
-    out.push_back({path, x.pos, msg, true});
+    out.push_back({t.path, x.pos, msg, true});
   }
+}
+
+}  // namespace
+
+std::vector<Diagnostic> Topology::warnings() const {
+  std::vector<Diagnostic> out;
+  for (const auto& n : nodes) {
+    if (n.stage.plugin != "crc32c") continue;
+    std::string mode = "stamp";
+    for (const auto& [k, v] : n.stage.params) {
+      if (k == "mode") mode = v;
+    }
+    if (mode != "stamp") continue;
+    // The largest frame that reaches it: its upstreams' slots, or at a head one of its own
+    // (a producer fills a slot). Reassembled, a message has the room of its frames' slots.
+    uint64_t fill = n.is_head() ? n.slot_size : 0;
+    std::string from = n.is_head() ? "a producer" : "";
+    for (const auto& u : n.upstream) {
+      const NodeSpec* up = find(u);
+      if (up && up->slot_size > fill) {
+        fill = up->slot_size;
+        from = u;
+      }
+    }
+    if (n.slot_size >= fill + 4) continue;
+    std::string msg = "nodes." + n.name + ": its crc32c stamp adds a 4-byte trailer, but its " +
+                      "slots (" + std::to_string(n.slot_size) + " bytes) leave no room in a " +
+                      "frame that " + from + " fills (" + std::to_string(fill) +
+                      " bytes): " + "such messages are dropped as stage_error. Give " + n.name +
+                      " a slot_size of at least " + std::to_string(fill + 4) +
+                      (n.is_head() ? ", or send messages at least 4 bytes smaller than a slot"
+                                   : " (and its downstream peers too), or " + from +
+                                         " one of at most " + std::to_string(n.slot_size - 4));
+    out.push_back({path, n.pos, msg, true});
+  }
+  zstd_warnings(*this, out);
+  return out;
 }
 
 size_t Topology::link_count() const {

@@ -142,7 +142,6 @@ struct Topology {
   // messages which its stage cannot take (crc32c, a sink, a leaf handing them to an
   // application) with no node decompressing them before it.
   std::vector<Diagnostic> warnings() const;
-  void zstd_warnings(std::vector<Diagnostic>& out) const;
 };
 
 // Which nodes' stage plugins validation loads (dlopen) to check them and their parameters:
