@@ -129,7 +129,7 @@ const char* hoprelay_strerror(int status) {
     case HOPRELAY_ESTATE:
       return "HOPRELAY_ESTATE: not valid in this state";
     case HOPRELAY_EUNAVAILABLE:
-      return "HOPRELAY_EUNAVAILABLE: cannot start";
+      return "HOPRELAY_EUNAVAILABLE: cannot start, or the RDMA device went away";
     case HOPRELAY_EINTERNAL:
       return "HOPRELAY_EINTERNAL: internal or system failure";
     case HOPRELAY_EORIGIN:

@@ -24,6 +24,7 @@ Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::
     throw ClientError(HOPRELAY_ECONFIG, e.what());
   }
   node_->set_receiver(this);
+  node_->when_device_lost([this](std::string_view device) { lost_ = device; });
   loop_.set_pollable(true);
   if (positions_) {
     // Streams that ended before: their end marks again (only them), so an application that
@@ -130,8 +131,10 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   // loop runs when they are all out, and then sends the credits of every release since in
   // one go (a daemon's loop iteration batches the same way).
   if (ready_.empty()) loop_.run_once(std::chrono::milliseconds(0));
+  if (!lost_.empty()) return fail_lost("recv");
   while (ready_.empty()) {
     if (!commit_error_.empty()) return fail(HOPRELAY_EINTERNAL, "state_dir: " + commit_error_);
+    if (!lost_.empty()) return fail_lost("recv");
     auto wait = std::chrono::milliseconds(1000);
     if (timeout_ms >= 0) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
@@ -189,7 +192,17 @@ int Consumer::release(hoprelay_message& msg, uint64_t app) {
 int Consumer::process() {
   loop_.run_once(std::chrono::milliseconds(0));
   if (!commit_error_.empty()) return fail(HOPRELAY_EINTERNAL, "state_dir: " + commit_error_);
+  if (!lost_.empty()) return fail_lost("process");
   return HOPRELAY_OK;
+}
+
+int Consumer::fail_lost(const char* what) {
+  return fail(HOPRELAY_EUNAVAILABLE,
+              std::string(what) + ": RDMA device " + lost_ +
+                  " is gone (removed or failed): the node's links are down for good. Close this "
+                  "consumer (the device cannot go until "
+                  "then) and open it again once a device serves its address: messages not "
+                  "released come again");
 }
 
 void Consumer::commit() {

@@ -66,7 +66,9 @@ class Consumer final : public daemon::Receiver {
   std::vector<transport::Slot*> committing_;  // released, acknowledged once durable
   bool commit_scheduled_ = false;
   std::string commit_error_;  // a commit that failed: every call reports it
-  uint64_t skipped_ = 0;      // taken already (by an earlier run): not handed over again
+  std::string lost_;          // the RDMA device went away: every call reports it
+  int fail_lost(const char* what);
+  uint64_t skipped_ = 0;  // taken already (by an earlier run): not handed over again
   void schedule_tick();
 };
 

@@ -77,10 +77,12 @@ Producer::~Producer() {
 
 template <class Done>
 int Producer::wait_for(Done done, int timeout_ms, const char* what) {
+  if (lost_) return fail_lost(what);
   if (done()) return HOPRELAY_OK;  // the common case: no clock read, no loop
   const auto deadline =
       transport::EventLoop::Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
+    if (lost_) return fail_lost(what);
     if (done()) return HOPRELAY_OK;
     if (!was_up_ && !refused_.empty()) {
       return fail(refused_status(), head_->name + " refused this producer: " + refused_);
@@ -112,6 +114,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
                                       " takes (" + std::to_string(max_message_) +
                                       ": its smallest slots times its smallest slot_size)");
   }
+  if (lost_) return fail_lost("send");
   if (reserved_) return fail(HOPRELAY_ESTATE, "send: commit the reserved buffer first");
   if (end_sent_) return fail(HOPRELAY_ESTATE, "send: the stream has ended");
   const size_t chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
@@ -137,6 +140,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
 }
 
 int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
+  if (lost_) return fail_lost("reserve");
   if (reserved_) return fail(HOPRELAY_ESTATE, "reserve: a buffer is reserved already: commit it");
   if (end_sent_) return fail(HOPRELAY_ESTATE, "reserve: the stream has ended");
   if (length == 0) return fail(HOPRELAY_EINVAL, "reserve: a message has at least one byte");
@@ -156,6 +160,7 @@ int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
 
 int Producer::commit(size_t length, int flags, uint64_t* seq) {
   if (!reserved_) return fail(HOPRELAY_ESTATE, "commit: no buffer is reserved");
+  if (lost_) return fail_lost("commit");
   if (length == 0 || length > reserved_length_) {
     return fail(HOPRELAY_EINVAL, "commit: the length must be 1 to the reserved " +
                                      std::to_string(reserved_length_) + " bytes");
@@ -181,7 +186,7 @@ int Producer::flush(int timeout_ms) {
 
 int Producer::process() {
   loop_.run_once(std::chrono::milliseconds(0));
-  return HOPRELAY_OK;
+  return lost_ ? fail_lost("process") : HOPRELAY_OK;
 }
 
 int Producer::end(int timeout_ms) {
@@ -281,6 +286,22 @@ void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reaso
 
 void Producer::on_refused(transport::OutboundLink&, std::string_view reason) {
   if (!was_up_) refused_ = reason;
+}
+
+void Producer::on_device_lost(std::string_view device) {
+  lost_ = true;
+  lost_device_ = device;
+  log().error("RDMA device {} is gone (removed or failed): the link to {} is down for good", device,
+              head_->name);
+}
+
+int Producer::fail_lost(const char* what) {
+  return fail(HOPRELAY_EUNAVAILABLE,
+              std::string(what) + ": RDMA device " + lost_device_ +
+                  " is gone (removed or failed); " + std::to_string(sent_ - acked_) +
+                  " messages sent are not acknowledged. Close this producer (the device cannot "
+                  "go until then) and open a new one once a device serves " +
+                  head_->listen.to_string() + " again: with the same origin, it resumes");
 }
 
 int Producer::refused_status() const {

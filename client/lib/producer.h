@@ -74,6 +74,7 @@ class Producer final : public transport::LinkEvents {
   void on_returned(transport::OutboundLink& link, void* cookie) override;
   void on_credit(transport::OutboundLink& link) override;
   void on_refused(transport::OutboundLink& link, std::string_view reason) override;
+  void on_device_lost(std::string_view device) override;
 
  private:
   // One frame's memory: a whole message, one chunk of one, or the end-of-stream mark.
@@ -133,6 +134,10 @@ class Producer final : public transport::LinkEvents {
   bool ended_ = false;         // the end mark is acknowledged
   std::string refused_;        // the head's reason, while opening
   int refused_status() const;  // EORIGIN for an origin in use, else EREFUSED
+  // The RDMA device went away: every call fails with EUNAVAILABLE and says so.
+  bool lost_ = false;
+  std::string lost_device_;
+  int fail_lost(const char* what);
 };
 
 }  // namespace hoprelay::client

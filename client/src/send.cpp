@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -332,14 +333,19 @@ int run_send(const SendOptions& o) {
       return 1;
     }
   }
-  uint64_t messages = 0;
+  // Outside the try: a failure reports how far the producer got.
+  std::optional<Producer> producer;
   try {
     WaitingNotice waiting(o);
-    Producer p(o.topology, o.head, &po);
+    Producer& p = producer.emplace(o.topology, o.head, &po);
     waiting.stop();
     Sender s(p, o);
     auto t0 = Clock::now();
-    messages = input >= 0 ? send_stream(p, s, o, input) : send_generated(p, s, o);
+    if (input >= 0) {
+      send_stream(p, s, o, input);
+    } else {
+      send_generated(p, s, o);
+    }
     int rc = p.flush(-1);
     if (rc != HOPRELAY_OK) throw_last(rc);
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -361,8 +367,14 @@ int run_send(const SendOptions& o) {
     outcomes.print(stats.sent);
     if (outcomes.dropped() || outcomes.repeats()) return 3;
   } catch (const Error& e) {
-    std::fprintf(stderr, "hoprelay send: %s (%llu messages sent)\n", e.what(),
-                 static_cast<unsigned long long>(messages));
+    if (producer) {
+      auto stats = producer->stats();
+      std::fprintf(stderr, "hoprelay send: %s (%llu messages sent, %llu acknowledged)\n", e.what(),
+                   static_cast<unsigned long long>(stats.sent),
+                   static_cast<unsigned long long>(stats.acknowledged));
+    } else {
+      std::fprintf(stderr, "hoprelay send: %s\n", e.what());
+    }
     return e.status() == HOPRELAY_ECONFIG || e.status() == HOPRELAY_ENODE ? 78 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hoprelay send: %s\n", e.what());

@@ -262,6 +262,19 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   bool stopping = false;
+  // The device went away under the node. No drain: its links are gone, and the device itself
+  // stays in the kernel (`rdma link delete` waits) until this process has let go of it. So exit
+  // at once; systemd starts the node again (Restart=on-failure) and its upstream replays what
+  // it held.
+  node->when_device_lost([&](std::string_view device) {
+    spdlog::error(
+        "exiting so that RDMA device {} can go: a node cannot move to another device while "
+        "running; under systemd it is started again, and runs once a device serves {} again",
+        device, spec->listen.to_string());
+    notifier.stopping("RDMA device " + std::string(device) + " gone; exiting");
+    exit_code = kExitUnavailable;
+    loop.stop();
+  });
   Signals signals(loop, [&](int sig) {
     if (sig == SIGHUP) {
       // Live reload (also systemd's ExecReload): a file that does not validate, or a change

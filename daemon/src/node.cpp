@@ -671,6 +671,14 @@ void Node::on_completion_error(std::string_view status) {
   metrics_->completion_errors(status).Increment();
 }
 
+void Node::on_device_lost(std::string_view device) {
+  log().error(
+      "RDMA device {} is gone (removed or failed): every link of node {} on it is down; the {} "
+      "messages held here come again from upstream once the node runs again",
+      device, spec_->name, held_);
+  if (device_lost_) device_lost_(device);
+}
+
 void Node::on_connect_timeout(transport::OutboundLink& link) {
   metrics_->rdma_connect_timeouts(link.peer_name()).Increment();
 }

@@ -385,7 +385,8 @@ class StateError(HoprelayError):
 
 
 class Unavailable(HoprelayError):
-    """HOPRELAY_EUNAVAILABLE: cannot start (port in use, no RDMA device, memlock limit)."""
+    """HOPRELAY_EUNAVAILABLE: cannot start (port in use, no RDMA device, memlock limit), or the
+    RDMA device of an open handle went away: close it and open a new one once a device is back."""
 
 
 class InternalError(HoprelayError):

@@ -649,6 +649,35 @@ systemd_scenario() {
     "under one stream: systemctl reload with a new stage at b (applied, in systemctl status), b frozen with SIGSTOP and restarted by its watchdog, systemctl stop of b drained (a replayed 0 to it)"
 }
 
+# 9. b's RDMA device removed under traffic and added back 3 s later (`rdma link delete rxe0`, as
+#    a driver reset or a reconfiguration does). rxe cannot take the device from its users, so the
+#    removal completes only once hoprelayd@b has let go of it: it exits at once (69), systemd
+#    starts it again (failing, 69, while the device is away), and a replays what b had not
+#    acknowledged once b runs on the device added back.
+device_removal_scenario() {
+  local transport=$1 name="device removal at b over $1" out t0 restarts
+  traffic "$transport" "devrm-$transport" 100 || { fail "$name: the nodes did not start"; return; }
+  restarts=$(gexec b 30 "systemctl show -p NRestarts --value hoprelayd@b")
+  t0=$(date +%s)
+  if ! out=$(gexec b 60 "rdma link delete rxe0 && sleep 3 &&
+      rdma link add rxe0 type rxe netdev \$(cat /run/cluster/nic) 2>&1"); then
+    fail "$name: rdma link delete / add on b: ${out:-no answer within 60 s (the removal waits for a process)}"
+    return
+  fi
+  if ! out=$(gexec b 120 "for i in \$(seq 200); do
+      [ \"\$(systemctl show -p NRestarts --value hoprelayd@b)\" -gt $restarts ] && systemctl is-active -q hoprelayd@b && exit 0
+      sleep 0.5; done; systemctl status hoprelayd@b --no-pager; exit 1"); then
+    fail "$name: systemd did not run hoprelayd@b again: $out"
+    return
+  fi
+  if ! since b "$t0" | grep -q "exiting so that RDMA device rxe0 can go"; then
+    fail "$name: hoprelayd@b did not say why it exited"
+    return
+  fi
+  after_traffic "$name" "devrm-$transport" \
+    "rdma link delete rxe0 on b under traffic completed (hoprelayd@b exited 69 at once), the device added back 3 s later, hoprelayd@b restarted by systemd ($(($(gexec b 30 "systemctl show -p NRestarts --value hoprelayd@b") - restarts)) restarts)"
+}
+
 # 8. Through Prometheus: every node up, and what the sinks received as a rate's increase.
 prometheus_view() {
   local deadline=$((SECONDS + 60)) up
@@ -670,7 +699,7 @@ scenarios=("$@")
 # NAME-verbs or NAME-tcp (NAME alone is verbs). The default set, sized for CI's time, covers each fault once and
 # the host crash over both: the walkthrough is verbs (transport = "auto" on hosts with rxe0).
 ((${#scenarios[@]})) || scenarios=(walkthrough broadcast-tcp prometheus systemd-tcp host-crash
-  host-crash-tcp cable-pull netem)
+  host-crash-tcp cable-pull netem device-removal)
 # Every scenario needs nodes running: Prometheus's view needs one before it.
 [[ ${scenarios[0]} != prometheus ]] || scenarios=(broadcast-tcp "${scenarios[@]}")
 for s in "${scenarios[@]}"; do
@@ -678,8 +707,8 @@ for s in "${scenarios[@]}"; do
     walkthrough | prometheus) ;;
     broadcast | broadcast-tcp | broadcast-verbs | systemd | systemd-tcp | systemd-verbs | \
       host-crash | host-crash-tcp | host-crash-verbs | cable-pull | cable-pull-tcp | \
-      cable-pull-verbs | netem | netem-tcp | netem-verbs) ;;
-    *) die "unknown scenario $s (walkthrough, prometheus, or broadcast, systemd, host-crash, cable-pull, netem with -tcp or -verbs)" ;;
+      cable-pull-verbs | netem | netem-tcp | netem-verbs | device-removal | device-removal-verbs) ;;
+    *) die "unknown scenario $s (walkthrough, prometheus, device-removal, or broadcast, systemd, host-crash, cable-pull, netem with -tcp or -verbs)" ;;
   esac
 done
 t0=$SECONDS

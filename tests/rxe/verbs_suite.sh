@@ -879,6 +879,111 @@ perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
     "$WORK/$tool.client" "$WORK/$tool.server"
 }
 
+# The RDMA device removed under running nodes (`rdma link delete`; a driver unbound or a
+# reconfiguration does the same). rxe cannot disassociate the processes using it, so the
+# kernel's removal waits until every one has let go of the device: each must notice and close.
+# hoprelayd a exits 69 (systemd starts it again), the producer and the consumer (libhoprelay)
+# fail (EUNAVAILABLE) saying why, and the removal completes. Then the device is added back and
+# a node started again carries a new stream with exact counts. Run last: it replaces the device.
+device_removal() {
+  local t="$WORK/removal.toml" t2="$WORK/removal2.toml"
+  cat >"$t" <<T
+[pipeline]
+name = "removal"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+
+[nodes.a]
+listen = "$RXE_IP:7701"
+downstream = ["c"]
+
+[nodes.c]
+listen = "$RXE_IP:7702"
+metrics = "127.0.0.1:7703"
+T
+  sed -e 's/"removal"/"removal2"/' -e 's/:7701/:7711/' -e 's/:7702/:7712/' -e 's/:7703/:7713/' "$t" >"$t2"
+  printf 'stage = { plugin = "verify-sink", report = "%s" }\n' "$WORK/removal-c.json" >>"$t2"
+  "$HOPRELAYD" --topology "$t" --node a 2>"$WORK/removal-a.log" &
+  local apid=$!
+  timeout 120 "$HOPRELAY" recv --topology "$t" --node c --output /dev/null --timeout 60 \
+    >"$WORK/removal-recv.out" 2>&1 &
+  local rpid=$!
+  wait_metrics 7703 || fail "device_removal: the consumer did not start"
+  timeout 120 "$HOPRELAY" send --topology "$t" --to a --count 100000000 --size 1000 \
+    --connect-timeout 20 >"$WORK/removal-send.out" 2>&1 &
+  local spid=$!
+  for _ in $(seq 200); do
+    [[ $(metric 7703 hoprelay_messages_received_total "") -ge 2000 ]] && break
+    sleep 0.1
+  done
+  local flowing
+  flowing=$(metric 7703 hoprelay_messages_received_total "")
+  rdma link delete "$RXE_DEV" &
+  local dpid=$! deleted=0
+  for _ in $(seq 300); do
+    kill -0 "$dpid" 2>/dev/null || { deleted=1; break; }
+    sleep 0.1
+  done
+  local ars=0 srs=0 rrs=0
+  if ((deleted)); then
+    wait "$apid"; ars=$?
+    wait "$spid"; srs=$?
+    wait "$rpid"; rrs=$?
+    wait "$dpid" || fail "device_removal: rdma link delete failed"
+  else
+    fail "device_removal: rdma link delete still waits after 30 s (a process holds rxe0): a $(kill -0 "$apid" 2>/dev/null && echo runs || echo exited), send $(kill -0 "$spid" 2>/dev/null && echo runs || echo exited), recv $(kill -0 "$rpid" 2>/dev/null && echo runs || echo exited)"
+    # `timeout` wraps send and recv: kill the processes themselves, so the removal can end.
+    pkill -9 -x hoprelayd
+    pkill -9 -x hoprelay
+    wait "$dpid"
+    return
+  fi
+  local gone="RDMA device $RXE_DEV is gone"
+  if [[ $ars == 69 ]] && grep -q "exiting so that RDMA device $RXE_DEV can go" "$WORK/removal-a.log"; then
+    pass "device_removal: with $flowing messages through, rdma link delete completed; hoprelayd a exited 69 saying why"
+  else
+    fail "device_removal: hoprelayd a exited $ars: $(tail -3 "$WORK/removal-a.log")"
+  fi
+  # The library's status text (hoprelay_last_error), beside the log line.
+  if [[ $srs == 1 ]] && grep -q "$gone.*Close this producer" "$WORK/removal-send.out"; then
+    pass "device_removal: hoprelay send failed (exit 1) saying: $(grep -m1 -o "$gone[^.]*" "$WORK/removal-send.out")"
+  else
+    fail "device_removal: hoprelay send exited $srs: $(tail -3 "$WORK/removal-send.out")"
+  fi
+  if [[ $rrs == 1 ]] && grep -q "$gone.*Close this consumer" "$WORK/removal-recv.out"; then
+    pass "device_removal: hoprelay recv failed (exit 1) saying why"
+  else
+    fail "device_removal: hoprelay recv exited $rrs: $(tail -3 "$WORK/removal-recv.out")"
+  fi
+  # Started again while the device is away (what systemd does a second later): refused, saying so.
+  local out rc=0
+  out=$(timeout 20 "$HOPRELAYD" --topology "$t2" --node c 2>&1) || rc=$?
+  if [[ $rc == 69 && $out == *"no RDMA device on this host"* ]]; then
+    pass "device_removal: a node started while the device is away exits 69: no RDMA device on this host"
+  else
+    fail "device_removal: a node started while the device is away exited $rc: $(tail -2 <<<"$out")"
+  fi
+  # The device back, as the operator or a restarted driver brings it: started again, the nodes
+  # run on it.
+  rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV" || { fail "device_removal: rdma link add failed"; return; }
+  for _ in $(seq 100); do
+    rdma link show "$RXE_DEV/1" 2>/dev/null | grep -q "state ACTIVE" && break
+    sleep 0.1
+  done
+  start "$t2" c
+  start "$t2" a
+  wait_metrics 7713 || { fail "device_removal: c did not start on the device added back"; stop_all; return; }
+  if ! timeout 120 "$HOPRELAY" send --topology "$t2" --to a --count 5000 --size 1000 \
+      --connect-timeout 20 >"$WORK/removal2-send.out" 2>&1; then
+    fail "device_removal: hoprelay send on the device added back failed: $(tail -3 "$WORK/removal2-send.out")"
+  fi
+  wait_received "$WORK/removal-c.json" 5000
+  stop_all || fail "device_removal: a daemon did not exit 0 on SIGTERM"
+  check_clean "device_removal: after rdma link add, a -> c (verify-sink) again, 5000 messages" \
+    "$WORK/removal-c.json" 5000
+}
+
 : >"$WORK/results"
 # RXE_ONLY="threads faults ...": only those scenarios (by their function's name; for iterating
 # on one by hand), else all of them.
@@ -900,6 +1005,8 @@ only threads && threads 4 7610
 only bench && [[ ${RXE_BENCH:-1} == 1 ]] && bench
 only latency && [[ ${RXE_BENCH:-1} == 1 ]] && latency
 only peers_probe && [[ ${RXE_BENCH:-1} == 1 ]] && peers_probe | tee -a "$WORK/bench.txt"
+# Last: it removes the device and adds it back.
+only device_removal && device_removal
 # Counted from the file: a check inside a pipe (the bench's rows) runs in a subshell.
 failures=$(grep -c ^FAIL "$WORK/results")
 say "$(grep -c ^PASS "$WORK/results") passed, $failures failed"

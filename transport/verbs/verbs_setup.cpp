@@ -142,6 +142,14 @@ using verbs::to_sockaddr;
 
 std::string rdma_device_for(const config::Endpoint& address, bool local, std::string& why) {
   CmChannel channel(rdma_create_event_channel());
+  if (!channel && errno == ENODEV) {
+    // librdmacm found no device at all: none was ever there, or it was removed (`rdma link
+    // delete`, a driver unloaded) and not added back yet.
+    why =
+        "no RDMA device on this host (`rdma link show` lists none; Soft-RoCE: `rdma link add "
+        "rxe0 type rxe netdev IFACE`)";
+    return "";
+  }
   if (!channel) {
     why = "no RDMA support on this host (cannot open /dev/infiniband/rdma_cm: " +
           std::string(std::strerror(errno)) + "; is rdma_ucm loaded?)";
@@ -381,6 +389,7 @@ void VerbsTransport::on_cm_events() {
     } else if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
       log().error("the RDMA device under the listener was removed; not accepting any more");
       listen_id_.reset();
+      device_lost();
     } else {
       log().debug("cm event {} on an id without a link", event_name(type));
     }
@@ -429,6 +438,13 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
   }
 }
 
+void VerbsTransport::device_lost() {
+  if (device_lost_) return;
+  device_lost_ = true;
+  std::string device = pd_ ? ibv_get_device_name(pd_->context->device) : "the RDMA device";
+  events_.on_device_lost(device);
+}
+
 void VerbsTransport::on_async_events() {
   ibv_async_event ev;
   while (ibv_get_async_event(pd_->context, &ev) == 0) {
@@ -436,7 +452,12 @@ void VerbsTransport::on_async_events() {
     int port =
         type == IBV_EVENT_PORT_ACTIVE || type == IBV_EVENT_PORT_ERR ? ev.element.port_num : 0;
     ibv_ack_async_event(&ev);
-    if (type == IBV_EVENT_PORT_ERR) {
+    if (type == IBV_EVENT_DEVICE_FATAL) {
+      log().error("RDMA device {}: {}", ibv_get_device_name(pd_->context->device),
+                  ibv_event_type_str(type));
+      device_lost();
+      return;  // the owner destroys the transport: the device's events end here
+    } else if (type == IBV_EVENT_PORT_ERR) {
       log().warn("RDMA device {} port {}: down ({})", ibv_get_device_name(pd_->context->device),
                  port, ibv_event_type_str(type));
     } else if (type == IBV_EVENT_PORT_ACTIVE) {
@@ -625,8 +646,11 @@ void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<co
       return maybe_up();
     case RDMA_CM_EVENT_DISCONNECTED:
       return fail("peer disconnected");
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      return fail("RDMA device removed");
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: {
+      VerbsTransport& transport = transport_;  // fail() may hand this link to the reaper
+      fail("RDMA device removed");
+      return transport.device_lost();
+    }
     case RDMA_CM_EVENT_CONNECT_ERROR:
     case RDMA_CM_EVENT_UNREACHABLE:
       return fail(std::string(event_name(type)) + " (status " + std::to_string(status) + ")");
@@ -900,7 +924,8 @@ void VerbsOutbound::on_cm_event(rdma_cm_event_type type, int status,
       }
       return drop("peer disconnected", true);
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      return drop("RDMA device removed", true);
+      drop("RDMA device removed", true);
+      return transport_.device_lost();
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       return;
     default:

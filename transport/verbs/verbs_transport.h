@@ -267,6 +267,9 @@ class VerbsTransport final : public Transport {
   // Doorbell batching: `link` posts its chained work requests at the end of this iteration.
   void flush_later(VerbsOutbound* link);
   void forget_flush(VerbsOutbound* link);
+  // The device is gone (a link's or the listener's DEVICE_REMOVAL, or a fatal async event):
+  // tells the owner once (LinkEvents::on_device_lost). Links have failed on their own.
+  void device_lost();
 
  private:
   struct CmEvents final : EventLoop::Handler {
@@ -305,6 +308,7 @@ class VerbsTransport final : public Transport {
   std::vector<VerbsOutbound*> to_flush_;  // reserved: no allocation per iteration
   std::vector<VerbsOutbound*> flushing_;
   bool burial_scheduled_ = false;
+  bool device_lost_ = false;
   std::vector<CqHandler*> cq_handlers_;  // busy polling walks these
   std::vector<std::unique_ptr<VerbsInbound>> inbound_;
 };

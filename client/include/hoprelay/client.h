@@ -50,7 +50,10 @@ enum hoprelay_status {
   HOPRELAY_EREFUSED = -7,      /* the head node refused this producer (the reason says why) */
   HOPRELAY_EVERSION = -8,      /* built against an incompatible header version */
   HOPRELAY_ESTATE = -9,        /* not valid now (commit without reserve, release twice...) */
-  HOPRELAY_EUNAVAILABLE = -10, /* cannot start: port in use, no RDMA device, memlock limit */
+  HOPRELAY_EUNAVAILABLE = -10, /* cannot start: port in use, no RDMA device, memlock limit;
+                                * or, from any call of an open handle, its RDMA device went
+                                * away (removed or failed): close the handle, which lets the
+                                * device go, and open a new one once a device is back */
   HOPRELAY_EINTERNAL = -11,    /* a failure of the library or the system; the message says */
   /* Since 1.1: the head has a producer of this origin connected already (origins are
    * identities: use another origin, or stop the other producer). */

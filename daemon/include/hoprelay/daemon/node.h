@@ -59,6 +59,11 @@ class Node final : public transport::LinkEvents {
   // Called once, from the loop, when every downstream link has been up at least once (systemd
   // readiness in hoprelayd). Never called for a node without downstream peers.
   void on_downstream_ready(std::function<void()> fn) { downstream_ready_ = std::move(fn); }
+  // Called once, from the loop, when the node's RDMA device went away (removed, or failed): its
+  // links are down for good and the device stays in the kernel until the node is destroyed
+  // (LinkEvents::on_device_lost). The owner stops the node soon, from outside the call: hoprelayd
+  // exits (systemd starts it again), an application's handle reports the loss. Logged here.
+  void when_device_lost(std::function<void(std::string_view)> fn) { device_lost_ = std::move(fn); }
   // Stops taking data, waits until every held slot is acknowledged downstream (or `timeout`),
   // then calls done(messages_left).
   void drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done);
@@ -100,6 +105,7 @@ class Node final : public transport::LinkEvents {
   void on_returned(transport::OutboundLink& link, void* cookie) override;
   void on_credit(transport::OutboundLink& link) override;
   void on_completion_error(std::string_view status) override;
+  void on_device_lost(std::string_view device) override;
   void on_connect_timeout(transport::OutboundLink& link) override;
   void on_protocol_error(std::string_view kind) override;
   void on_auth_failed(const transport::PeerInfo& peer) override;
@@ -279,6 +285,7 @@ class Node final : public transport::LinkEvents {
   bool started_ = false;
   std::function<void(uint64_t)> drained_;
   std::function<void()> downstream_ready_;
+  std::function<void(std::string_view)> device_lost_;
   Receiver* receiver_ = nullptr;
   transport::EventLoop::TimerId drain_timer_ = 0;
   // Hot-path counters, resolved once.

@@ -162,6 +162,14 @@ class LinkEvents {
   // port was ACTIVE (verbs): the peer's host is down, or this device no longer establishes
   // connections (docs/operations.md, "RDMA connects time out"). The link retries as always.
   virtual void on_connect_timeout(OutboundLink& link) { (void)link; }
+  // The RDMA device under this transport went away (RDMA_CM_EVENT_DEVICE_REMOVAL: `rdma link
+  // delete`, a driver unbound; or IBV_EVENT_DEVICE_FATAL). Every link on it has failed and
+  // none can come back on this transport. A driver that cannot disassociate its users (rxe,
+  // among others) keeps the device, and the command removing it waits in the kernel, until
+  // the owner destroys the transport (its queue pairs, memory, protection domain and device
+  // context), so the owner should do that soon, from outside the call. Called once. `device`:
+  // the device's name.
+  virtual void on_device_lost(std::string_view device) { (void)device; }
   // A peer that was admitted by name failed the pre-shared key challenge (auth.h): refused.
   virtual void on_auth_failed(const PeerInfo& peer) { (void)peer; }
   // The peer of an outbound link refused it, with its reason (the link retries, slowly: a
