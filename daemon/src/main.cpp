@@ -131,6 +131,60 @@ class Signals final : public hoprelay::transport::EventLoop::Handler {
   std::function<void(int)> on_signal_;
 };
 
+// hoprelayd --wait-for-device: run by hoprelayd itself (below) after its node let go of an
+// RDMA device that went away. Runs a loop of its own (signals, the watchdog) until a device
+// serves `listen` again, checking once a second, then returns 69 for the service manager to
+// start the node on it; a signal ends the wait with 0.
+int wait_for_device(hoprelay::daemon::SystemdNotifier& notifier, const std::string& device,
+                    const hoprelay::config::Endpoint& listen) {
+  hoprelay::transport::EventLoop loop;
+  int code = kExitUnavailable;
+  Signals signals(loop, [&](int sig) {
+    if (sig == SIGHUP) return;  // no node to reload
+    spdlog::info("{}: exiting while waiting for an RDMA device", strsignal(sig));
+    code = 0;
+    loop.stop();
+  });
+  notifier.start_watchdog(loop);
+  spdlog::error(
+      "RDMA device {} is gone and the node has let go of it, so that it can be removed; waiting "
+      "for a device to serve {} again, then exiting to be started on it",
+      device, listen.to_string());
+  notifier.status("RDMA device " + device + " gone: waiting for a device to serve " +
+                  listen.to_string() + " again");
+  std::function<void()> check = [&] {
+    std::string why;
+    std::string now = hoprelay::transport::rdma_device_for(listen, true, why);
+    if (!now.empty()) {
+      spdlog::info("RDMA device {} serves {}: exiting so that the node is started on it", now,
+                   listen.to_string());
+      notifier.stopping("RDMA device " + now + " is back; exiting to start on it");
+      loop.stop();
+      return;
+    }
+    loop.after(std::chrono::seconds(1), check);
+  };
+  loop.after(std::chrono::seconds(1), check);
+  loop.run();
+  return code;
+}
+
+// After the node let go of a device that went away, the process still holds it: librdmacm keeps
+// every device context it opened until the process ends. So the process becomes a new one (the
+// same PID, which systemd keeps tracking; every descriptor is close-on-exec) that waits for the
+// device. Returns only when exec failed: the caller exits instead.
+void wait_in_new_image(char** argv, const std::string& device) {
+  std::vector<std::string> args;
+  for (char** a = argv; *a; ++a) args.emplace_back(*a);
+  args.push_back("--wait-for-device=" + device);
+  std::vector<char*> raw;
+  for (auto& a : args) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  execv("/proc/self/exe", raw.data());
+  spdlog::error("cannot run hoprelayd again to wait for the RDMA device ({}): exiting",
+                std::strerror(errno));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,6 +208,10 @@ int main(int argc, char** argv) {
   app.add_option("--drain-timeout", drain_timeout_s,
                  "Seconds SIGTERM waits for in-flight messages to be acknowledged downstream")
       ->check(CLI::Range(0.0, 3600.0));
+  std::string wait_device;  // hoprelayd runs itself with it: wait_in_new_image()
+  app.add_option("--wait-for-device", wait_device,
+                 "(internal) Wait until an RDMA device serves the node's address, then exit 69")
+      ->group("");
   CLI11_PARSE(app, argc, argv);
   Signals::block();
 
@@ -207,6 +265,8 @@ int main(int argc, char** argv) {
   for (const auto& w : topology.warnings()) {
     if (w.message.starts_with("nodes." + node_name + ":")) spdlog::warn("{}", w.format());
   }
+
+  if (!wait_device.empty()) return wait_for_device(notifier, wait_device, spec->listen);
 
   // Ready for systemd once the node listens and every downstream link has come up once (a
   // leaf: once it listens), so units ordered after this one find the pipeline below it up.
@@ -263,15 +323,15 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   bool stopping = false;
   // The device went away under the node. No drain: its links are gone, and the device itself
-  // stays in the kernel (`rdma link delete` waits) until this process has let go of it. So exit
-  // at once; systemd starts the node again (Restart=on-failure) and its upstream replays what
-  // it held.
+  // stays in the kernel (`rdma link delete` waits) until this process has let go of it. So the
+  // node goes at once (once the loop stopped: not from inside its own callback), and the process
+  // waits for the device as a new image (wait_in_new_image) and exits to be started on it.
+  // Exiting at once instead would have systemd start it while the device is away: failing
+  // starts hit its start limit, and `transport = "auto"` would settle on TCP, which its verbs
+  // peers cannot reach.
+  std::string lost_device;
   node->when_device_lost([&](std::string_view device) {
-    spdlog::error(
-        "exiting so that RDMA device {} can go: a node cannot move to another device while "
-        "running; under systemd it is started again, and runs once a device serves {} again",
-        device, spec->listen.to_string());
-    notifier.stopping("RDMA device " + std::string(device) + " gone; exiting");
+    lost_device = device;
     exit_code = kExitUnavailable;
     loop.stop();
   });
@@ -338,5 +398,6 @@ int main(int argc, char** argv) {
   loop.run();
   node->tick();
   node.reset();
+  if (!lost_device.empty()) wait_in_new_image(argv, lost_device);
   return exit_code;
 }

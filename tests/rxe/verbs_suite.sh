@@ -882,9 +882,11 @@ perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
 # The RDMA device removed under running nodes (`rdma link delete`; a driver unbound or a
 # reconfiguration does the same). rxe cannot disassociate the processes using it, so the
 # kernel's removal waits until every one has let go of the device: each must notice and close.
-# hoprelayd a exits 69 (systemd starts it again), the producer and the consumer (libhoprelay)
-# fail (EUNAVAILABLE) saying why, and the removal completes. Then the device is added back and
-# a node started again carries a new stream with exact counts. Run last: it replaces the device.
+# hoprelayd a's node goes at once and the process waits for the device; the producer and the
+# consumer (libhoprelay) fail (EUNAVAILABLE) saying why; the removal completes. A node started
+# meanwhile is refused. Once the device is added back, a exits 69 (to be started on it, as
+# systemd does), and nodes started again carry a new stream with exact counts. Run last: it
+# replaces the device.
 device_removal() {
   local t="$WORK/removal.toml" t2="$WORK/removal2.toml"
   cat >"$t" <<T
@@ -925,13 +927,7 @@ T
     kill -0 "$dpid" 2>/dev/null || { deleted=1; break; }
     sleep 0.1
   done
-  local ars=0 srs=0 rrs=0
-  if ((deleted)); then
-    wait "$apid"; ars=$?
-    wait "$spid"; srs=$?
-    wait "$rpid"; rrs=$?
-    wait "$dpid" || fail "device_removal: rdma link delete failed"
-  else
+  if ((!deleted)); then
     fail "device_removal: rdma link delete still waits after 30 s (a process holds rxe0): a $(kill -0 "$apid" 2>/dev/null && echo runs || echo exited), send $(kill -0 "$spid" 2>/dev/null && echo runs || echo exited), recv $(kill -0 "$rpid" 2>/dev/null && echo runs || echo exited)"
     # `timeout` wraps send and recv: kill the processes themselves, so the removal can end.
     pkill -9 -x hoprelayd
@@ -939,12 +935,16 @@ T
     wait "$dpid"
     return
   fi
-  local gone="RDMA device $RXE_DEV is gone"
-  if [[ $ars == 69 ]] && grep -q "exiting so that RDMA device $RXE_DEV can go" "$WORK/removal-a.log"; then
-    pass "device_removal: with $flowing messages through, rdma link delete completed; hoprelayd a exited 69 saying why"
+  wait "$dpid" || fail "device_removal: rdma link delete failed"
+  local srs=0 rrs=0
+  wait "$spid" || srs=$?
+  wait "$rpid" || rrs=$?
+  if kill -0 "$apid" 2>/dev/null && grep -q "RDMA device $RXE_DEV is gone and the node has let go of it" "$WORK/removal-a.log"; then
+    pass "device_removal: with $flowing messages through, rdma link delete completed: hoprelayd a let go of the device and waits for it"
   else
-    fail "device_removal: hoprelayd a exited $ars: $(tail -3 "$WORK/removal-a.log")"
+    fail "device_removal: hoprelayd a: $(kill -0 "$apid" 2>/dev/null && echo runs || echo exited): $(tail -3 "$WORK/removal-a.log")"
   fi
+  local gone="RDMA device $RXE_DEV is gone"
   # The library's status text (hoprelay_last_error), beside the log line.
   if [[ $srs == 1 ]] && grep -q "$gone.*Close this producer" "$WORK/removal-send.out"; then
     pass "device_removal: hoprelay send failed (exit 1) saying: $(grep -m1 -o "$gone[^.]*" "$WORK/removal-send.out")"
@@ -956,7 +956,7 @@ T
   else
     fail "device_removal: hoprelay recv exited $rrs: $(tail -3 "$WORK/removal-recv.out")"
   fi
-  # Started again while the device is away (what systemd does a second later): refused, saying so.
+  # Started while the device is away: refused, saying so.
   local out rc=0
   out=$(timeout 20 "$HOPRELAYD" --topology "$t2" --node c 2>&1) || rc=$?
   if [[ $rc == 69 && $out == *"no RDMA device on this host"* ]]; then
@@ -964,13 +964,26 @@ T
   else
     fail "device_removal: a node started while the device is away exited $rc: $(tail -2 <<<"$out")"
   fi
-  # The device back, as the operator or a restarted driver brings it: started again, the nodes
-  # run on it.
-  rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV" || { fail "device_removal: rdma link add failed"; return; }
+  # The device back, as the operator or a restarted driver brings it: a exits to be started on
+  # it (within its one-second check), and the nodes started again run on it.
+  rdma link add "$RXE_DEV" type rxe netdev "$RXE_NETDEV" || { fail "device_removal: rdma link add failed"; kill "$apid"; return; }
   for _ in $(seq 100); do
-    rdma link show "$RXE_DEV/1" 2>/dev/null | grep -q "state ACTIVE" && break
+    kill -0 "$apid" 2>/dev/null || break
     sleep 0.1
   done
+  local ars=0
+  if kill -0 "$apid" 2>/dev/null; then
+    kill "$apid"
+    wait "$apid"
+    fail "device_removal: hoprelayd a still waits 10 s after rdma link add: $(tail -2 "$WORK/removal-a.log")"
+  else
+    wait "$apid" || ars=$?
+    if [[ $ars == 69 ]] && grep -q "RDMA device $RXE_DEV serves $RXE_IP:7701: exiting" "$WORK/removal-a.log"; then
+      pass "device_removal: after rdma link add, hoprelayd a exited 69 to be started on the device"
+    else
+      fail "device_removal: after rdma link add, hoprelayd a exited $ars: $(tail -2 "$WORK/removal-a.log")"
+    fi
+  fi
   start "$t2" c
   start "$t2" a
   wait_metrics 7713 || { fail "device_removal: c did not start on the device added back"; stop_all; return; }
@@ -980,7 +993,7 @@ T
   fi
   wait_received "$WORK/removal-c.json" 5000
   stop_all || fail "device_removal: a daemon did not exit 0 on SIGTERM"
-  check_clean "device_removal: after rdma link add, a -> c (verify-sink) again, 5000 messages" \
+  check_clean "device_removal: on the device added back, a -> c (verify-sink), 5000 messages" \
     "$WORK/removal-c.json" 5000
 }
 

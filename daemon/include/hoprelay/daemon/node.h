@@ -61,8 +61,9 @@ class Node final : public transport::LinkEvents {
   void on_downstream_ready(std::function<void()> fn) { downstream_ready_ = std::move(fn); }
   // Called once, from the loop, when the node's RDMA device went away (removed, or failed): its
   // links are down for good and the device stays in the kernel until the node is destroyed
-  // (LinkEvents::on_device_lost). The owner stops the node soon, from outside the call: hoprelayd
-  // exits (systemd starts it again), an application's handle reports the loss. Logged here.
+  // (LinkEvents::on_device_lost). The owner destroys the node soon, from outside the call:
+  // hoprelayd then waits for a device and exits to be started on it; an application's handle
+  // reports the loss. Logged here.
   void when_device_lost(std::function<void(std::string_view)> fn) { device_lost_ = std::move(fn); }
   // Stops taking data, waits until every held slot is acknowledged downstream (or `timeout`),
   // then calls done(messages_left).
