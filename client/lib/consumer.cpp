@@ -200,9 +200,9 @@ int Consumer::fail_lost(const char* what) {
   return fail(HOPRELAY_EUNAVAILABLE,
               std::string(what) + ": RDMA device " + lost_ +
                   " is gone (removed or failed): the node's links are down for good. Close this "
-                  "consumer (the device cannot go until "
-                  "then) and open it again once a device serves its address: messages not "
-                  "released come again");
+                  "consumer and open it again once a device serves its address: messages not "
+                  "released come again. The device itself stays in use until this process "
+                  "exits: librdmacm keeps the device contexts it opened");
 }
 
 void Consumer::commit() {

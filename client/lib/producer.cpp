@@ -299,9 +299,11 @@ int Producer::fail_lost(const char* what) {
   return fail(HOPRELAY_EUNAVAILABLE,
               std::string(what) + ": RDMA device " + lost_device_ +
                   " is gone (removed or failed); " + std::to_string(sent_ - acked_) +
-                  " messages sent are not acknowledged. Close this producer (the device cannot "
-                  "go until then) and open a new one once a device serves " +
-                  head_->listen.to_string() + " again: with the same origin, it resumes");
+                  " messages sent are not acknowledged. Close this producer and open a new one "
+                  "once a device serves " +
+                  head_->listen.to_string() +
+                  " again (with the same origin it resumes). The device itself stays in use "
+                  "until this process exits: librdmacm keeps the device contexts it opened");
 }
 
 int Producer::refused_status() const {

@@ -386,7 +386,8 @@ class StateError(HoprelayError):
 
 class Unavailable(HoprelayError):
     """HOPRELAY_EUNAVAILABLE: cannot start (port in use, no RDMA device, memlock limit), or the
-    RDMA device of an open handle went away: close it and open a new one once a device is back."""
+    RDMA device of an open handle went away: close it and open a new one once a device is back
+    (the device stays in use until the process exits: librdmacm keeps its device contexts)."""
 
 
 class InternalError(HoprelayError):

@@ -52,8 +52,9 @@ enum hoprelay_status {
   HOPRELAY_ESTATE = -9,        /* not valid now (commit without reserve, release twice...) */
   HOPRELAY_EUNAVAILABLE = -10, /* cannot start: port in use, no RDMA device, memlock limit;
                                 * or, from any call of an open handle, its RDMA device went
-                                * away (removed or failed): close the handle, which lets the
-                                * device go, and open a new one once a device is back */
+                                * away (removed or failed): close the handle and open a new one
+                                * once a device is back (the device stays in use until the
+                                * process exits: librdmacm keeps its device contexts) */
   HOPRELAY_EINTERNAL = -11,    /* a failure of the library or the system; the message says */
   /* Since 1.1: the head has a producer of this origin connected already (origins are
    * identities: use another origin, or stop the other producer). */
