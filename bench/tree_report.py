@@ -170,7 +170,8 @@ def svg_plot(trees, path):
 
     def panel(top, title, series):
         vals = [v for _, _, pts in series for _, v in pts]
-        hi = max(vals) * 1.1
+        # All zero happens: a smoke run's daemons may use less CPU than one 10 ms clock tick.
+        hi = max(vals) * 1.1 if vals and max(vals) > 0 else 1.0
         step = 10 ** math.floor(math.log10(hi))
         while hi / step < 4:
             step /= 2
