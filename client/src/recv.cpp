@@ -160,7 +160,7 @@ int run_recv(const RecvOptions& o) {
     batch.clear();
   } catch (const Error& e) {
     std::fprintf(stderr, "hoprelay recv: %s\n", e.what());
-    return e.status() == HOPRELAY_ECONFIG || e.status() == HOPRELAY_ENODE ? 78 : 1;
+    return exit_code_of(e.status());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hoprelay recv: %s\n", e.what());
     return 1;

@@ -375,7 +375,7 @@ int run_send(const SendOptions& o) {
     } else {
       std::fprintf(stderr, "hoprelay send: %s\n", e.what());
     }
-    return e.status() == HOPRELAY_ECONFIG || e.status() == HOPRELAY_ENODE ? 78 : 1;
+    return exit_code_of(e.status());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hoprelay send: %s\n", e.what());
     return 1;

@@ -20,6 +20,16 @@ inline void log_line(void*, int level, const char* line) {
   spdlog::log(l, "{}", line);
 }
 
+// The exit status of `send` and `recv` for a libhoprelay status, as hoprelayd's (sysexits):
+// 78 (EX_CONFIG) for a topology or node the command was given wrong, 69 (EX_UNAVAILABLE) when
+// the node cannot run here now (its port is taken, no RDMA device, or the device went away):
+// worth trying again later, as systemd does for hoprelayd. 1 for anything else.
+inline int exit_code_of(int status) {
+  if (status == HOPRELAY_ECONFIG || status == HOPRELAY_ENODE) return 78;
+  if (status == HOPRELAY_EUNAVAILABLE) return 69;
+  return 1;
+}
+
 // How a byte stream is cut into messages, the same on both sides (docs/client.md):
 // raw (every --size bytes), lines (one message per line, without its newline) or length
 // (a 4-byte big-endian length before each record).

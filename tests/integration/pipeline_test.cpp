@@ -413,6 +413,14 @@ TEST(Cli, SecondInstanceOfANodeIsToldSo) {
                     "node) holds the port; stop it or change `listen` in the topology"),
       std::string::npos)
       << r.output;
+  // A consumer of that node runs it too: 69 as well, so that a script can tell "try again
+  // later" from a mistake (78) or a failure (1).
+  r = run({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "a"}, 20s);
+  EXPECT_EQ(r.code, 69) << r.output;
+  EXPECT_NE(r.output.find("is already in use"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(is a hoprelayd or another consumer running this node?)"),
+            std::string::npos)
+      << r.output;
   p.stop_all();
 
   // Only the metrics port taken (by anything): that error says what to do too.

@@ -946,13 +946,13 @@ T
   fi
   local gone="RDMA device $RXE_DEV is gone"
   # The library's status text (hoprelay_last_error), beside the log line.
-  if [[ $srs == 1 ]] && grep -q "$gone.*Close this producer" "$WORK/removal-send.out"; then
-    pass "device_removal: hoprelay send failed (exit 1) saying: $(grep -m1 -o "$gone[^.]*" "$WORK/removal-send.out")"
+  if [[ $srs == 69 ]] && grep -q "$gone.*Close this producer" "$WORK/removal-send.out"; then
+    pass "device_removal: hoprelay send failed (exit 69) saying: $(grep -m1 -o "$gone[^.]*" "$WORK/removal-send.out")"
   else
     fail "device_removal: hoprelay send exited $srs: $(tail -3 "$WORK/removal-send.out")"
   fi
-  if [[ $rrs == 1 ]] && grep -q "$gone.*Close this consumer" "$WORK/removal-recv.out"; then
-    pass "device_removal: hoprelay recv failed (exit 1) saying why"
+  if [[ $rrs == 69 ]] && grep -q "$gone.*Close this consumer" "$WORK/removal-recv.out"; then
+    pass "device_removal: hoprelay recv failed (exit 69) saying why"
   else
     fail "device_removal: hoprelay recv exited $rrs: $(tail -3 "$WORK/removal-recv.out")"
   fi
