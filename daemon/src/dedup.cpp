@@ -13,7 +13,11 @@ DedupTable::Window& DedupTable::window_for(uint32_t origin, uint64_t seq) {
   if (it == windows_.end()) {
     if (windows_.size() >= max_origins_) evict_oldest();
     Window w;
-    w.base = seq & ~uint64_t{63};
+    // The first sequence number seen goes at the top of the window, not at its bottom: the
+    // table knows nothing of this origin yet (a restarted node, a forgotten origin), and
+    // replays along other branches of a diamond may bring older messages after it. Taken
+    // as new they cost at worst a repeat; taken as repeats they would be lost.
+    w.base = seq + 64 >= kWindow ? (seq + 64 - kWindow) & ~uint64_t{63} : 0;
     w.bits.assign(kWords, 0);
     it = windows_.emplace(origin, std::move(w)).first;
   }

@@ -114,6 +114,23 @@ TEST(Dedup, WindowSlidesAndForgetsOnlyWhatIsTooOld) {
   for (uint64_t s = 4 * w - 100; s < 4 * w; ++s) ASSERT_FALSE(u.first_time(9, s)) << s;
 }
 
+// A node that knows nothing of an origin (restarted, or the origin was forgotten) may get a
+// later message first: round-robin branches of a diamond replay at their own pace. What came
+// before it is new to this node, not a repeat (a repeat would be lost, acknowledged upstream).
+TEST(Dedup, AFreshWindowTakesOlderMessagesAsNew) {
+  DedupTable t;
+  const uint64_t w = DedupTable::kWindow;
+  ASSERT_TRUE(t.first_time(5, 1040));  // one branch's replay first
+  for (uint64_t s = 1001; s < 1040; s += 2) EXPECT_TRUE(t.first_time(5, s)) << s;  // the other's
+  EXPECT_FALSE(t.first_time(5, 1001));
+  EXPECT_TRUE(t.first_time(5, 0)) << "still inside the window";
+  ASSERT_TRUE(t.first_time(6, 10 * w));
+  EXPECT_TRUE(t.first_time(6, 9 * w + 100)) << "inside the window below the first";
+  EXPECT_FALSE(t.first_time(6, 9 * w - 100)) << "older than the window: too old to tell";
+  EXPECT_FALSE(t.seen(7, 3 * w));
+  EXPECT_FALSE(t.seen(7, 3 * w - 5)) << "seen() of a fresh origin, below the first asked";
+}
+
 TEST(Dedup, SeenAsksWithoutRecording) {
   DedupTable t;
   EXPECT_FALSE(t.seen(4, 10));

@@ -7,7 +7,8 @@
 // on its path hold. kWindow (65536) covers 16 hops of the largest slot rings.
 //
 // Bounded memory: at most kMaxOrigins origins (8 KiB each); the one idle longest is forgotten
-// first. A forgotten origin that comes back starts a fresh window.
+// first. A forgotten origin that comes back starts a fresh window, which ends at the first
+// sequence number it sees: older ones still count as new (at worst a repeat, never a loss).
 #pragma once
 
 #include <cstddef>
