@@ -99,6 +99,8 @@ int call(H* h, Fn fn) {
     return fn(*h->impl);
   } catch (const std::exception& e) {
     return fail(HOPRELAY_EINTERNAL, e.what());
+  } catch (...) {  // nothing may cross the C ABI
+    return fail(HOPRELAY_EINTERNAL, "an unknown exception");
   }
 }
 
@@ -165,9 +167,14 @@ int hoprelay_producer_open(const char* topology, const char* head,
     return fail(HOPRELAY_EINVAL, "producer_open: connect_timeout_ms must be 0 or more");
   }
   hoprelay::client::clear_error();
-  hoprelay::client::install_log_routing();
-  auto h = std::make_unique<hoprelay_producer>();
-  h->route = route_of(defaults.log, defaults.log_user, defaults.log_level);
+  std::unique_ptr<hoprelay_producer> h;
+  try {
+    hoprelay::client::install_log_routing();
+    h = std::make_unique<hoprelay_producer>();
+    h->route = route_of(defaults.log, defaults.log_user, defaults.log_level);
+  } catch (...) {  // nothing may cross the C ABI
+    return fail(HOPRELAY_EINTERNAL, "producer_open: out of memory");
+  }
   LogScope scope(h->route);
   try {
     auto t = load(topology, {PluginCheck::Mode::kNone, ""});
@@ -186,6 +193,8 @@ int hoprelay_producer_open(const char* topology, const char* head,
     return fail(e.status(), e.what());
   } catch (const std::exception& e) {
     return fail(HOPRELAY_EUNAVAILABLE, e.what());
+  } catch (...) {  // nothing may cross the C ABI
+    return fail(HOPRELAY_EINTERNAL, "an unknown exception");
   }
   *out = h.release();
   return HOPRELAY_OK;
@@ -299,9 +308,14 @@ int hoprelay_consumer_open(const char* topology, const char* node,
     std::memcpy(&defaults, options, options->struct_size);
   }
   hoprelay::client::clear_error();
-  hoprelay::client::install_log_routing();
-  auto h = std::make_unique<hoprelay_consumer>();
-  h->route = route_of(defaults.log, defaults.log_user, defaults.log_level);
+  std::unique_ptr<hoprelay_consumer> h;
+  try {
+    hoprelay::client::install_log_routing();
+    h = std::make_unique<hoprelay_consumer>();
+    h->route = route_of(defaults.log, defaults.log_user, defaults.log_level);
+  } catch (...) {  // nothing may cross the C ABI
+    return fail(HOPRELAY_EINTERNAL, "consumer_open: out of memory");
+  }
   LogScope scope(h->route);
   try {
     auto t = load(topology, {PluginCheck::Mode::kNode, node});
@@ -319,6 +333,8 @@ int hoprelay_consumer_open(const char* topology, const char* node,
     return fail(e.status(), e.what());
   } catch (const std::exception& e) {
     return fail(HOPRELAY_EUNAVAILABLE, e.what());
+  } catch (...) {  // nothing may cross the C ABI
+    return fail(HOPRELAY_EINTERNAL, "an unknown exception");
   }
   *out = h.release();
   return HOPRELAY_OK;

@@ -57,7 +57,12 @@ Consumer::~Consumer() {
       // Not durable, so not acknowledged: it comes again.
     }
   }
-  loop_.run_once(std::chrono::milliseconds(0));  // the credits of the last releases go out
+  try {
+    loop_.run_once(std::chrono::milliseconds(0));  // the credits of the last releases go out
+  } catch (...) {
+    // A destructor (and hoprelay_consumer_close) must not throw: what was not acknowledged
+    // comes again.
+  }
   // Messages the application still holds are not acknowledged: they come again.
   for (auto& item : items_) item->held = nullptr;
   node_.reset();

@@ -116,7 +116,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
   }
   if (lost_) return fail_lost("send");
   if (reserved_) return fail(HOPRELAY_ESTATE, "send: commit the reserved buffer first");
-  if (end_sent_) return fail(HOPRELAY_ESTATE, "send: the stream has ended");
+  if (ending_) return fail(HOPRELAY_ESTATE, "send: the stream has ended");
   const size_t chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
   if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) return rc;
   const uint64_t s = next_seq_++;
@@ -142,7 +142,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
 int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
   if (lost_) return fail_lost("reserve");
   if (reserved_) return fail(HOPRELAY_ESTATE, "reserve: a buffer is reserved already: commit it");
-  if (end_sent_) return fail(HOPRELAY_ESTATE, "reserve: the stream has ended");
+  if (ending_) return fail(HOPRELAY_ESTATE, "reserve: the stream has ended");
   if (length == 0) return fail(HOPRELAY_EINVAL, "reserve: a message has at least one byte");
   if (length > chunk_size_) {
     return fail(HOPRELAY_ETOOBIG, "reserve: " + std::to_string(length) + " bytes is more than " +
@@ -192,13 +192,26 @@ int Producer::process() {
 int Producer::end(int timeout_ms) {
   if (ended_) return HOPRELAY_OK;
   const auto started = transport::EventLoop::Clock::now();
+  // What is left of timeout_ms after the waits before (-1 stays -1, 0 stays 0 = EAGAIN).
+  auto left = [&] {
+    if (timeout_ms <= 0) return timeout_ms;
+    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        transport::EventLoop::Clock::now() - started);
+    return std::max<int>(1, timeout_ms - static_cast<int>(spent.count()));
+  };
   if (!end_sent_) {
+    ending_ = true;  // from the first call on, even one that returns EAGAIN (client.h)
     if (reserved_) {
       free_.push_back(std::exchange(reserved_, nullptr));  // reserved, never committed: unsent
     }
     if (int rc = flush(timeout_ms)) {
       return fail(rc, std::string(last_error()) + " (" + std::to_string(sent_ - acked_) +
                           " messages unacknowledged: the end-of-stream mark waits for them)");
+    }
+    // A producer the head has not admitted yet (opened with connect_timeout 0) has sent
+    // nothing, so flush() is done at once, but its buffers come with the link's first welcome.
+    if (int rc = wait_for([this] { return !free_.empty(); }, left(), "end of stream")) {
+      return rc;
     }
     // The end mark takes a buffer like a message, and is acknowledged like one.
     Buffer* b = free_.back();
@@ -208,13 +221,7 @@ int Producer::end(int timeout_ms) {
     end_sent_ = true;
     pump();
   }
-  int left = timeout_ms;
-  if (timeout_ms > 0) {
-    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-        transport::EventLoop::Clock::now() - started);
-    left = std::max<int>(1, timeout_ms - static_cast<int>(spent.count()));  // 0 = EAGAIN
-  }
-  return wait_for([this] { return ended_; }, left, "end of stream");
+  return wait_for([this] { return ended_; }, left(), "end of stream");
 }
 
 int Producer::close(int timeout_ms) {

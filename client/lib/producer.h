@@ -130,7 +130,8 @@ class Producer final : public transport::LinkEvents {
   std::vector<transport::Outcome*> free_outcomes_;
   transport::Outcome* message_outcome_ = nullptr;  // the drops of the message being acked
   bool was_up_ = false;
-  bool end_sent_ = false;      // the end mark is queued: nothing more may be sent
+  bool ending_ = false;        // end() was called: nothing more may be sent
+  bool end_sent_ = false;      // the end mark is queued
   bool ended_ = false;         // the end mark is acknowledged
   std::string refused_;        // the head's reason, while opening
   int refused_status() const;  // EORIGIN for an origin in use, else EREFUSED

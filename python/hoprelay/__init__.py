@@ -756,11 +756,22 @@ class Producer(_Handle):
         nothing."""
         if self._h is None:
             return
+        ended = None
+        if timeout is None:
+            # end() in slices first, so that Ctrl-C gets through a wait for a head that is
+            # down (the handle stays open then); the close itself then has nothing to wait for.
+            self._drop_reserved()
+            try:
+                self._call_wait(_producer_end, None)
+            except HoprelayError as e:
+                ended = e
         h = self._enter()
         try:
             self._drop_reserved()
             self._h = None
-            rc = _producer_close(h, _ms(timeout))
+            rc = _producer_close(h, 0 if timeout is None else _ms(timeout))
+            if ended is not None:
+                raise ended
             if rc != OK:
                 raise _error(rc)
         finally:

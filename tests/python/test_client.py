@@ -263,6 +263,9 @@ def run(topology, directory, metrics):
           expect_error, lambda: hoprelay.Consumer(topology, "zz"), hoprelay.ENODE, "no node",
           hoprelay.NodeError)
 
+    check("a producer its head has not admitted yet (connect_timeout=0, no daemon): end, send "
+          "and close say so, no crash", unadmitted_producer, topology)
+
     consumer_log = []
     consumer = check("Consumer(c) opens (listens)", hoprelay.Consumer, topology, "c",
                      log=lambda level, line: consumer_log.append((level, line)))
@@ -543,6 +546,17 @@ def hold_all_slots(consumer, topology):
         expect(msg.end, "no end mark after the 40")
     thread.join(RECV_TIMEOUT)
     expect(report.get("done"), "the producer: %s" % report.get("error", "still running"))
+
+
+def unadmitted_producer(topology):
+    producer = hoprelay.Producer(topology, "a", connect_timeout=0)
+    expect_error(lambda: producer.end(timeout=0), hoprelay.EAGAIN, "end of stream",
+                 hoprelay.Timeout)
+    expect_error(lambda: producer.send(b"late", timeout=0), hoprelay.ESTATE,
+                 "the stream has ended", hoprelay.StateError)
+    expect_error(lambda: producer.close(timeout=0.3), hoprelay.ETIMEDOUT, "the head is down",
+                 hoprelay.Timeout)
+    expect(producer.closed, "closed after close()")
 
 
 def producer_done(thread, report):
