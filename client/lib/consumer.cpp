@@ -156,6 +156,7 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   Item* item = ready_.front();
   ready_.pop_front();
   item->out = true;
+  if (positions_) unreleased_.push_back(item);
   msg = {item->origin, item->flags, item->seq, item->data, item->length, item};
   return HOPRELAY_OK;
 }
@@ -166,32 +167,46 @@ int Consumer::release(hoprelay_message& msg, uint64_t app) {
     return fail(HOPRELAY_ESTATE, "release: not a message from recv, or released already");
   }
   item->out = false;
-  if (item->held && positions_) {
-    // Acknowledged once durable: one commit for everything released in this loop iteration.
-    if (item->flags & HOPRELAY_MESSAGE_END) {
-      positions_->end(item->origin, item->seq);
-    } else {
-      positions_->take(item->origin, item->seq, app);
-    }
-    committing_.push_back(std::exchange(item->held, nullptr));
-    if (!commit_scheduled_) {
-      commit_scheduled_ = true;
-      loop_.defer([this] {
-        commit_scheduled_ = false;
-        try {
-          commit();
-        } catch (const std::exception& e) {
-          commit_error_ = e.what();
-        }
-      });
-    }
-  } else if (item->held) {
-    node_->release_delivered(*std::exchange(item->held, nullptr));
-  }
-  free_.push_back(item);
   msg.internal_ = nullptr;
   msg.data = nullptr;
+  if (positions_) {
+    item->app = app;
+    advance();
+    return HOPRELAY_OK;
+  }
+  if (item->held) node_->release_delivered(*std::exchange(item->held, nullptr));
+  free_.push_back(item);
   return HOPRELAY_OK;  // the credit goes out with the next recv or process that runs the loop
+}
+
+void Consumer::advance() {
+  bool recorded = false;
+  while (!unreleased_.empty() && !unreleased_.front()->out) {
+    Item* item = unreleased_.front();
+    unreleased_.pop_front();
+    if (item->held) {  // (an end mark replayed from the position file holds nothing)
+      if (item->flags & HOPRELAY_MESSAGE_END) {
+        positions_->end(item->origin, item->seq);
+      } else {
+        positions_->take(item->origin, item->seq, item->app);
+      }
+      committing_.push_back(std::exchange(item->held, nullptr));
+      recorded = true;
+    }
+    free_.push_back(item);
+  }
+  // Acknowledged once durable: one commit for everything released in this loop iteration.
+  if (recorded && !commit_scheduled_) {
+    commit_scheduled_ = true;
+    loop_.defer([this] {
+      commit_scheduled_ = false;
+      try {
+        commit();
+      } catch (const std::exception& e) {
+        commit_error_ = e.what();
+      }
+    });
+  }
 }
 
 int Consumer::process() {

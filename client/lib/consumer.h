@@ -51,6 +51,7 @@ class Consumer final : public daemon::Receiver {
     transport::Slot* held = nullptr;  // null for an end mark from the durable position
     std::vector<std::byte> copy;      // a reassembled message's bytes
     bool out = false;                 // handed to the application, not released
+    uint64_t app = 0;                 // released with this application position (state_dir)
   };
   Item& take_item();
   // Makes what was released durable, then acknowledges it (stages/position_file.h).
@@ -64,6 +65,14 @@ class Consumer final : public daemon::Receiver {
   transport::EventLoop::TimerId tick_ = 0;
   std::unique_ptr<stages::PositionFile> positions_;
   std::vector<transport::Slot*> committing_;  // released, acknowledged once durable
+  // With a durable position: the messages handed to the application, in the order recv gave
+  // them, until they are released. The position advances over the released front only: it
+  // says "everything up to here", and one application position goes with it, so a message
+  // released before an earlier one waits for it (recorded, it would hide the earlier one
+  // from a restarted consumer, which would never get it again).
+  daemon::RingQueue<Item*> unreleased_;
+  // Records the released front of unreleased_ for the next commit (scheduled).
+  void advance();
   bool commit_scheduled_ = false;
   std::string commit_error_;  // a commit that failed: every call reports it
   std::string lost_;          // the RDMA device went away: every call reports it

@@ -310,7 +310,10 @@ int hoprelay_consumer_open(const char* topology, const char* node,
 int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms);
 /* Gives a message back (acknowledged upstream, in order). Its data must not be read after.
  * With a state_dir, the acknowledgement waits until the release is durable (one fdatasync for
- * all releases of one round of the library's work, inside a later call). */
+ * all releases of one round of the library's work, inside a later call), and the durable
+ * position covers a message once it and every message recv gave before it are released: one
+ * released early waits for those (recorded alone, it would make a restarted consumer skip an
+ * earlier one that was never released). */
 int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg);
 /* Since 1.1: release, and keep `app_position` (the application's own: an output file's length
  * after this message, a database's transaction id...) with the durable position, to be read
