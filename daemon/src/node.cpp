@@ -257,6 +257,10 @@ void Node::on_inbound_up(transport::InboundLink& link) {
              &metrics_->link_slots_in_use(peer)};
   in.metrics.up->Increment();  // a count: several producers share the "producer" label
   inbound_.push_back(in);
+  // Admitted before the drain began but up only now (an authenticating peer, or a verbs
+  // connect request accepted before): it is asked to stop too, or the drain would wait for
+  // it until its timeout.
+  if (draining_) link.drain();
 }
 
 void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
@@ -844,13 +848,18 @@ void Node::check_drained() {
 }
 
 void Node::retire_if_done(Downstream& d) {
-  if (!d.retiring || !d.waiting.empty() || (d.link && d.link->in_flight() != 0)) return;
+  // A chunked message open on the link keeps it: its next chunks go there (branch_of).
+  auto done = [](const Downstream& d) {
+    return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0);
+  };
+  if (!done(d)) return;
   Downstream* dying = &d;
-  // Deferred: we may be inside a callback of this very link.
-  loop_.defer([this, dying] {
+  // Deferred: we may be inside a callback of this very link. Checked again then: a chunk of
+  // the open message may have been routed to it in the same iteration.
+  loop_.defer([this, dying, done] {
     auto it = std::find_if(downstream_.begin(), downstream_.end(),
                            [&](const auto& p) { return p.get() == dying; });
-    if (it == downstream_.end() || !(*it)->retiring) return;  // re-added in the meantime
+    if (it == downstream_.end() || !done(**it)) return;  // re-added, or busy again
     log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
     if (dying->link) dying->link->close();
     cancel_peer_down(*dying);  // after close(), which reports the link down

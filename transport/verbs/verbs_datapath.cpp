@@ -127,6 +127,12 @@ void VerbsInbound::on_data(const ibv_wc& wc) {
   s->chunk = h.chunk;
   s->flags = h.flags;
   s->opcode = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? Opcode::kWrite : Opcode::kSend;
+  // The sender posts its first frames as soon as its own ESTABLISHED arrives, and their
+  // completions can reach us before ours does (the QP takes them from RTR on; data receives
+  // are posted only once the peer is authenticated). The link comes up first, so that the
+  // node knows it before its first message: a chunk from a link the node does not know
+  // would be given back unseen.
+  if (state_ == State::kAccepting) establish();
   transport_.events().on_message(*this, *s);
 }
 

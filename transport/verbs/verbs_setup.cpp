@@ -628,10 +628,9 @@ void VerbsInbound::maybe_up() {
              transport_.identity().auth ? ", authenticated" : "");
   schedule_watch();
   transport_.events().on_inbound_up(*this);
-  // The sender may post its first frames as soon as its own ESTABLISHED arrives, and their
-  // receive completions can reach us before ours does (the QP accepts them from RTR on): the
-  // node took and released them then, and their credits (and outcomes) waited for the link to
-  // be up. Without this they would wait for ever, and so would the sender, out of credits.
+  // Credits (and outcomes) of slots released before the link was up wait for it: without
+  // this they would wait for ever, and so would the sender, out of credits. (A first data
+  // frame now brings the link up before the node sees it: on_data().)
   if (state_ == State::kUp && (pending_credits_ != 0 || !pending_outcomes_.empty())) {
     flush_credits();
   }
@@ -640,10 +639,7 @@ void VerbsInbound::maybe_up() {
 void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<const std::byte>) {
   switch (type) {
     case RDMA_CM_EVENT_ESTABLISHED:
-      if (state_ != State::kAccepting || established_) return;
-      tune_rnr_timer(conn_.id->qp);
-      established_ = true;
-      return maybe_up();
+      return establish();
     case RDMA_CM_EVENT_DISCONNECTED:
       return fail("peer disconnected");
     case RDMA_CM_EVENT_DEVICE_REMOVAL: {
@@ -659,6 +655,13 @@ void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<co
     default:
       log().debug("inbound {}: ignoring {}", peer_.name, event_name(type));
   }
+}
+
+void VerbsInbound::establish() {
+  if (state_ != State::kAccepting || established_) return;
+  tune_rnr_timer(conn_.id->qp);
+  established_ = true;
+  maybe_up();
 }
 
 void VerbsInbound::fail(std::string_view reason) {

@@ -120,6 +120,9 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void on_auth(const ibv_wc& wc);
   // Established, and authenticated when the link authenticates: tell the node.
   void maybe_up();
+  // Our RDMA_CM_EVENT_ESTABLISHED, or a data frame that came before it: the sender's QP is in
+  // RTS, so the connection is established (IB's "communication established" case).
+  void establish();
   void violation(const char* kind, std::string_view reason);
   void on_data(const ibv_wc& wc);
   // Liveness of the credit sends (send_watchdog.h): one tick per second while up.
