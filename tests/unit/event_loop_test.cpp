@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <chrono>
 
 #include "hoprelay/transport/transport.h"
@@ -32,6 +34,36 @@ TEST(EventLoop, SpinningNeverSleepsInEpoll) {
 
   loop.set_spin(false);
   EXPECT_FALSE(loop.busy());
+}
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+// libhoprelay's handles are polled by the application: work its calls defer between two
+// iterations (the credits of a release) must make the descriptor readable, or it would wait
+// for the next timer (a second).
+TEST(EventLoop, PollableDescriptorWakesForWorkDeferredBetweenIterations) {
+  EventLoop loop;
+  loop.set_pollable(true);
+  loop.after(60s, [] {});  // armed far ahead, as the handles' ticks are
+  loop.run_once(0ms);
+  EXPECT_FALSE(readable(loop.fd())) << "nothing to do";
+  int ran = 0;
+  loop.defer([&] { ++ran; });
+  loop.defer([&] { ++ran; });
+  EXPECT_TRUE(readable(loop.fd())) << "deferred work waits";
+  loop.after(30s, [] {});  // a timer armed meanwhile does not hide it
+  EXPECT_TRUE(readable(loop.fd()));
+  loop.run_once(0ms);
+  EXPECT_EQ(ran, 2);
+  EXPECT_FALSE(readable(loop.fd())) << "done: the descriptor waits for the timers again";
+  // Work deferred inside an iteration runs in it and leaves nothing behind.
+  loop.defer([&] { loop.defer([&] { ++ran; }); });
+  loop.run_once(0ms);
+  EXPECT_EQ(ran, 3);
+  EXPECT_FALSE(readable(loop.fd()));
 }
 
 TEST(EventLoop, TimersAndDeferredWorkRunWhileSpinning) {

@@ -54,6 +54,9 @@ void EventLoop::set_pollable(bool pollable) {
 void EventLoop::arm_timer_fd() {
   if (timer_fd_ < 0) return;
   Clock::time_point next = timers_.empty() ? Clock::time_point{} : timers_.begin()->first.first;
+  // Work deferred between iterations (an application's release) makes the descriptor readable
+  // now: a deadline in the past, which has expired already.
+  if (!in_iteration_ && !deferred_.empty()) next = Clock::time_point{std::chrono::nanoseconds(1)};
   if (next == armed_) return;
   armed_ = next;
   itimerspec spec{};
@@ -103,6 +106,10 @@ void EventLoop::cancel(TimerId id) {
 
 void EventLoop::defer(std::function<void()> fn) {
   deferred_.push_back(std::move(fn));
+  // Between iterations, with a pollable loop: the first such work wakes the descriptor, or it
+  // would wait for the next timer (libhoprelay: an application that releases messages
+  // outside recv and then polls). Within an iteration it runs before the iteration ends.
+  if (timer_fd_ >= 0 && !in_iteration_ && deferred_.size() == 1) arm_timer_fd();
 }
 
 void EventLoop::run_timers() {
@@ -130,6 +137,11 @@ void EventLoop::update_now() {
 }
 
 void EventLoop::run_once(std::chrono::milliseconds timeout) {
+  struct Iteration {
+    bool& flag;
+    explicit Iteration(bool& f) : flag(f) { flag = true; }
+    ~Iteration() { flag = false; }
+  } iteration(in_iteration_);
   // Work deferred outside an iteration (an application's call into libhoprelay posted frames)
   // goes out before the wait, not after it.
   run_deferred();
@@ -156,6 +168,7 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
   run_deferred();
   run_timers();
   run_deferred();
+  in_iteration_ = false;
   arm_timer_fd();
 }
 

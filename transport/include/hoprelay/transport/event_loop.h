@@ -52,8 +52,9 @@ class EventLoop {
   bool busy() const { return spin_ || static_cast<bool>(poller_); }
 
   // The epoll descriptor: readable (POLLIN) when run_once(0) has I/O to handle. With
-  // set_pollable(true) it is also readable when a timer is due, so an application that polls
-  // it alone (libhoprelay's pollable handles) never misses a reconnect or timeout.
+  // set_pollable(true) it is also readable when a timer is due, or when work was defer()red
+  // between iterations, so an application that polls it alone (libhoprelay's pollable
+  // handles) never misses a reconnect, a timeout or the credits of its releases.
   int fd() const { return epfd_; }
   void set_pollable(bool pollable);
   // Runs the work defer()red so far (posted frames go out), without waiting for events.
@@ -86,7 +87,8 @@ class EventLoop {
   std::function<bool()> poller_;
   bool spin_ = false;
   uint64_t now_ns_ = 0;
-  int timer_fd_ = -1;  // set_pollable(true): fires at the earliest timer
+  int timer_fd_ = -1;  // set_pollable(true): fires at the earliest timer, or now (deferred work)
+  bool in_iteration_ = false;  // inside run_once()
   std::unique_ptr<TimerFd> timer_handler_;
   Clock::time_point armed_{};
 };
