@@ -163,7 +163,10 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
 
 int Consumer::release(hoprelay_message& msg, uint64_t app) {
   auto* item = static_cast<Item*>(msg.internal_);
-  if (!item || !item->out) {
+  // Items are reused: a stale copy of a released message may point at one that now holds
+  // another message, which it must not release.
+  if (!item || !item->out || item->origin != msg.origin || item->seq != msg.seq ||
+      item->flags != msg.flags) {
     return fail(HOPRELAY_ESTATE, "release: not a message from recv, or released already");
   }
   item->out = false;

@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   unsigned char* copy = malloc(slot * 3);
   uint64_t sent = 0, received = 0, eagain = 0;
   int closing = 0, ended = 0;
+  /* A copy of the message released last: releasing it again must say ESTATE, even when the
+   * library has handed its place to the next message (it reuses them). */
+  struct hoprelay_message stale;
+  int have_stale = 0;
   struct pollfd fds[2] = {{hoprelay_producer_fd(p), POLLIN, 0},
                           {hoprelay_consumer_fd(c), POLLIN, 0}};
   while (!(ended && closing == 2)) {
@@ -112,7 +116,13 @@ int main(int argc, char** argv) {
           FAIL("seq %llu: payload differs", (unsigned long long)m.seq);
         ++received;
       }
-      hoprelay_consumer_release(c, &m);
+      if (have_stale && (rc = hoprelay_consumer_release(c, &stale)) != HOPRELAY_ESTATE)
+        FAIL("releasing a copy of seq %llu again gave %d, not ESTATE (seq %llu in hand)",
+             (unsigned long long)stale.seq, rc, (unsigned long long)m.seq);
+      stale = m;
+      have_stale = 1;
+      if ((rc = hoprelay_consumer_release(c, &m)) != HOPRELAY_OK)
+        FAIL("release seq %llu: %s", (unsigned long long)m.seq, hoprelay_last_error());
     }
     if (rc != HOPRELAY_EAGAIN) FAIL("recv: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
     if (closing == 1) {
