@@ -1,6 +1,7 @@
 #include "hoprelay/transport/auth.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -57,6 +58,42 @@ TEST(AuthKey, LoadsAKeyFileAndRefusesWhatCannotBeAKey) {
   std::string open = load_error(world_readable.path());
   EXPECT_NE(open.find("readable by every user"), std::string::npos) << open;
   EXPECT_NE(open.find("chmod 600"), std::string::npos) << open;
+}
+
+// A key this process may not read exists: the hint is about access, not "create one" (a new
+// key would differ from every other host's).
+TEST(AuthKey, AKeyThatCannotBeReadIsNotToBeReplaced) {
+  std::string text;
+  if (::geteuid() != 0) {
+    KeyFile locked(std::string(32, 'k'), 0000);
+    text = load_error(locked.path());
+  } else {
+    // root reads anything: the load runs in a child that became nobody.
+    KeyFile locked(std::string(32, 'k'), 0600);
+    int out[2];
+    ASSERT_EQ(::pipe(out), 0);
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(out[0]);
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(2);
+      std::string e = load_error(locked.path());
+      [[maybe_unused]] auto n = ::write(out[1], e.data(), e.size());
+      _exit(0);
+    }
+    ::close(out[1]);
+    char buf[1024];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+    ::close(out[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "the child could not become nobody";
+  }
+  EXPECT_NE(text.find("Permission denied"), std::string::npos) << text;
+  EXPECT_NE(text.find("chmod 640"), std::string::npos) << text;
+  EXPECT_EQ(text.find("head -c 32"), std::string::npos) << text;
 }
 
 std::vector<std::byte> bytes(const std::string& s) {

@@ -28,7 +28,17 @@ std::string how_to_create(const std::string& path) {
 std::shared_ptr<const AuthKey> AuthKey::load(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    throw TransportError("cannot read auth_key_file " + path + ": " + std::strerror(errno) + "; " +
+    const int err = errno;
+    if (err == EACCES) {
+      // The key exists: making a new one would change the key every host shares.
+      throw TransportError("cannot read auth_key_file " + path + ": " + std::strerror(err) +
+                           " (this process runs as uid " + std::to_string(::geteuid()) +
+                           "); give it read access without making the file readable by every "
+                           "user: e.g. `chgrp hoprelay " +
+                           path + " && chmod 640 " + path +
+                           "` and run producers in group hoprelay (docs/security.md)");
+    }
+    throw TransportError("cannot read auth_key_file " + path + ": " + std::strerror(err) + "; " +
                          how_to_create(path));
   }
   struct stat st {};
