@@ -46,7 +46,7 @@ class Output {
 
 // What one origin's stream looked like at this consumer.
 struct Stream {
-  uint64_t first = 0;  // the first sequence number seen
+  uint64_t first = 0;  // where the stream starts here: 0, or the durable position
   uint64_t next = 0;   // the one expected next
   uint64_t messages = 0;
   uint64_t gaps = 0;  // sequence numbers skipped (dropped upstream)
@@ -123,7 +123,9 @@ int run_recv(const RecvOptions& o) {
       if (rc != HOPRELAY_OK) throw_last(rc);
       auto [it, fresh] = streams.try_emplace(m.origin());
       Stream& s = it->second;
-      if (fresh) s.first = s.next = m.seq();
+      // A stream starts at 0 (a producer's first sequence number), or for a durable recv where
+      // the last run stopped: messages dropped before the first that arrives are missing too.
+      if (fresh) s.first = s.next = durable ? c.resume_seq(m.origin()) : 0;
       if (m.end()) {
         if (!s.ended) ++ended;
         s.ended = true;

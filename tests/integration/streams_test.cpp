@@ -161,6 +161,41 @@ TEST(Streams, LinesAndLengthFramingArriveRecordForRecord) {
   c.p.stop_all();
 }
 
+// Messages dropped upstream before the first that reaches recv are missing too: recv counts
+// from the stream's start, not from what it happened to see first.
+TEST(Streams, RecvCountsMessagesDroppedBeforeTheFirstItSawAsMissing) {
+  TempDir dir;
+  // b's crc32c stamp has no room in a full slot: such messages are dropped there.
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c"}, "{ plugin = \"crc32c\", mode = \"stamp\" }"},
+                   {"c", {}, "{ plugin = \"crc32c\", mode = \"verify\" }"}});
+  p.start("b");
+  p.start("a");
+  std::string records;
+  for (uint32_t n : {16384u, 16384u, 100u, 100u}) {
+    char len[4] = {char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+    records += std::string(len, 4) + std::string(n, 'x');
+  }
+  const fs::path in = dir / "in", out = dir / "out";
+  write_file(in, records);
+  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology(), "--node", "c", "--output",
+                out.string(), "--framing", "length", "--timeout", "60"},
+               dir / "recv.log");
+  ASSERT_TRUE(wait_until([&] { return !scrape(p.node("c").metrics).empty(); }, 10s))
+      << recv.output();
+  Process send({"/bin/sh", "-c",
+                "'" + std::string(HOPRELAY_BIN) + "' send --topology '" + p.topology().string() +
+                    "' --to a --stdin --framing length --origin 5 < '" + in.string() + "'"},
+               dir / "send.log");
+  EXPECT_EQ(send.wait(60s), 3) << send.output();
+  EXPECT_NE(send.output().find("2 delivered, 2 dropped"), std::string::npos) << send.output();
+  EXPECT_EQ(recv.wait(60s), 1) << recv.output();
+  EXPECT_NE(recv.output().find("origin 5: 2 messages, seq 0-3, ended, 2 missing"),
+            std::string::npos)
+      << recv.output();
+  p.stop_all();
+}
+
 TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
   Chain c;
   auto recv_at = [&](const std::string& node) {
