@@ -520,6 +520,7 @@ class Validator {
   // it pins itself.
   void parse_cpu(const Entry& e, NodeSpec& spec, const std::string& name) {
     static constexpr const char* kWhat = "an integer (a CPU number, as in `taskset -c`)";
+    spec.cpu_pos = e.value_pos;
     auto one = [&](const toml::node& n, SourcePos pos, const std::string& what) -> bool {
       auto v = n.as_integer();
       if (!v) {
@@ -659,6 +660,7 @@ class Validator {
       type_error(e, name, "a table such as { plugin = \"passthrough\" }");
       return;
     }
+    spec.stage.pos = e.value_pos;
     SourcePos plugin_pos = e.value_pos;
     bool plugin_ok = true;
     std::vector<SourcePos> param_pos;

@@ -275,7 +275,10 @@ int main(int argc, char** argv) {
   // Every CPU of `cpu` first: the stage workers pin themselves as the node starts them.
   for (uint32_t cpu : spec->cpu) {
     if (std::string why = daemon::cpu_refusal(cpu); !why.empty()) {
-      spdlog::error("cannot start: {}", why);
+      // Where to change it, as the validator would say it: FILE:LINE:COL.
+      spdlog::error("{}", config::Diagnostic{topology.path, spec->cpu_pos,
+                                             "nodes." + node_name + ".cpu: cannot start: " + why}
+                              .format());
       notifier.status("cannot start: " + why);
       return kExitConfig;
     }
@@ -292,7 +295,10 @@ int main(int argc, char** argv) {
     });
     node->start();
   } catch (const stages::StageError& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}",
+                  config::Diagnostic{topology.path, spec->stage.pos,
+                                     "nodes." + node_name + ".stage: " + std::string(e.what())}
+                      .format());
     if (std::string hint = state_directory_hint(e.what()); !hint.empty()) spdlog::error("{}", hint);
     notifier.status(e.what());
     return kExitConfig;

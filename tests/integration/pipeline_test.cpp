@@ -626,6 +626,23 @@ TEST(Pipeline, CpuPinsTheEventLoopThread) {
   EXPECT_EQ(r.code, 78) << r.output;
   EXPECT_NE(r.output.find("cpu = 4095 but this process may only run on CPUs"), std::string::npos)
       << r.output;
+  // Where to change it, as the validator says it.
+  EXPECT_NE(r.output.find(p.topology().string() + ":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": error: nodes.a.cpu: cannot start: cpu = 4095"), std::string::npos)
+      << r.output;
+
+  // A stage that refuses its parameters at start (the validator cannot try a path): the same.
+  p.change([](std::vector<NodeDef>& nodes) {
+    nodes[0].extra = "";
+    nodes[1].stage = "{ plugin = \"verify-sink\", report = \"/nonexistent/dir/r.json\" }";
+  });
+  r = run({HOPRELAYD_BIN, "--topology", p.topology().string(), "--node", "b"});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find(p.topology().string() + ":"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": error: nodes.b.stage: stage verify-sink refused its parameters: "
+                          "cannot write report file /nonexistent/dir/r.json"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ struct StageSpec {
   // Every key of the `stage` table except `plugin`, values in their TOML spelling
   // (strings unquoted), in file order.
   std::vector<std::pair<std::string, std::string>> params;
+  SourcePos pos;  // of the `stage` value: where a stage's refusal at start points
 };
 
 // Limits enforced by validation.
@@ -109,7 +110,8 @@ struct NodeSpec {
   // CPUs to pin to (`cpu = N` or `cpu = [N, ...]`), empty for none: the first is the event
   // loop's, worker i takes entry (i + 1) modulo the list's length.
   std::vector<uint32_t> cpu;
-  SourcePos pos;  // where [nodes.NAME] starts
+  SourcePos cpu_pos;  // of the `cpu` value (a CPU this host lacks is refused at start)
+  SourcePos pos;      // where [nodes.NAME] starts
 
   bool is_head() const { return upstream.empty(); }
   bool is_leaf() const { return downstream.empty(); }
