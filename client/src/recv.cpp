@@ -169,11 +169,12 @@ int run_recv(const RecvOptions& o) {
   }
   if (fd != 1) ::close(fd);
   for (const auto& [origin, s] : streams) {
-    std::fprintf(
-        stderr, "origin %u: %llu messages, seq %llu-%llu, %s%s\n", origin,
-        static_cast<unsigned long long>(s.messages), static_cast<unsigned long long>(s.first),
-        static_cast<unsigned long long>(s.next ? s.next - 1 : 0), s.ended ? "ended" : "not ended",
-        s.gaps ? (", " + std::to_string(s.gaps) + " missing").c_str() : "");
+    const std::string range =
+        s.messages ? fmt::format("{} messages, seq {}-{}", s.messages, s.first, s.next - 1)
+                   : std::string("no messages");
+    std::fprintf(stderr, "origin %u: %s, %s%s\n", origin, range.c_str(),
+                 s.ended ? "ended" : "not ended",
+                 s.gaps ? (", " + std::to_string(s.gaps) + " missing").c_str() : "");
     if (s.gaps) exit_code = 1;
   }
   std::fprintf(stderr, "received %llu messages, %llu bytes from %zu streams\n",

@@ -270,6 +270,7 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   it->metrics.up->Decrement();
   inbound_.erase(it);
   forget_partials(link);
+  if (link.slots_in_use() > 0) dead_links_.push_back(&link);
   if (draining_) check_drained();
 }
 
@@ -328,8 +329,10 @@ void Node::take(transport::InboundLink& link, transport::Slot& slot) {
     return in ? on_chunk(*in, slot) : consume(link, slot);
   }
   if (!dedup_.first_time(slot.origin, slot.seq)) {
-    // Already taken (a replay after a link or peer failure): acknowledge, do not deliver.
+    // Already taken (a replay after a link or peer failure): acknowledge, do not deliver;
+    // with the first copy when that is still held here (hold_with_first).
     dropped_duplicate_.add();
+    if (hold_with_first(slot)) return;
     return consume(link, slot);
   }
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
@@ -472,6 +475,10 @@ void Node::on_outcome(transport::OutboundLink& link, void* cookie,
 }
 
 void Node::release_to(transport::InboundLink& link, transport::Slot& slot) {
+  if (!dead_links_.empty() && link.slots_in_use() == 1) {
+    // Its last slot: the link's ring may go with it.
+    std::erase(dead_links_, &link);
+  }
   transport::Outcome* o = std::exchange(slot.outcome, nullptr);
   // Given up on some of its branches only: delivered on the others.
   if (o && !o->whole && slot.routes > 0 && o->branches < slot.routes) o->partial = true;
@@ -488,7 +495,7 @@ uint64_t Node::resume_seq(const transport::PeerInfo& peer) {
 }
 
 void Node::route(transport::Slot& slot, Partial* p) {
-  ++held_;
+  hold(slot);
   if (spec_->route == config::Route::kBroadcast) {
     slot.refs = static_cast<uint16_t>(active_.size());
     slot.routes = slot.refs;
@@ -575,10 +582,51 @@ void Node::note_posted(Downstream& d, const transport::Slot& s) {
   d.open_seq = s.seq;
 }
 
+void Node::hold(transport::Slot& slot) {
+  ++held_;
+  slot.held_prev = nullptr;
+  slot.held_next = held_list_;
+  if (held_list_) held_list_->held_prev = &slot;
+  held_list_ = &slot;
+}
+
+bool Node::hold_with_first(transport::Slot& copy) {
+  if (dead_links_.empty()) return false;  // no link went down with slots held: nothing to find
+  for (transport::Slot* s = held_list_; s; s = s->held_next) {
+    // (Not the flags: a stage may have changed the first copy's.)
+    if (s->origin != copy.origin || s->seq != copy.seq || s->chunk != copy.chunk ||
+        (s->flags & transport::kFlagEnd) != (copy.flags & transport::kFlagEnd) || !s->link ||
+        s->link == copy.link ||
+        std::find(dead_links_.begin(), dead_links_.end(), s->link) == dead_links_.end()) {
+      continue;
+    }
+    copy.refs = 0;
+    copy.routes = s->routes;
+    // Into the list of s's copies (s may be a copy itself, after a second cut: the list is
+    // the same one).
+    copy.repeats = std::exchange(s->repeats, &copy);
+    hold(copy);
+    return true;
+  }
+  return false;
+}
+
 void Node::release(transport::Slot& slot) {
   --held_;
+  if (slot.held_prev) {
+    slot.held_prev->held_next = slot.held_next;
+  } else if (held_list_ == &slot) {
+    held_list_ = slot.held_next;
+  }
+  if (slot.held_next) slot.held_next->held_prev = slot.held_prev;
+  slot.held_prev = slot.held_next = nullptr;
   if (!(slot.flags & transport::kFlagEnd)) {  // an end mark is not a message
     residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
+  }
+  // Replayed copies held with this one learn what became of it, then go with it.
+  transport::Slot* repeats = std::exchange(slot.repeats, nullptr);
+  for (transport::Slot* r = repeats; r; r = r->repeats) {
+    if (slot.outcome) outcome_of(*r) = *slot.outcome;
   }
   if (slot.link) {
     release_to(*slot.link, slot);
@@ -590,6 +638,11 @@ void Node::release(transport::Slot& slot) {
     }
     slot.routes = 0;
     free_aborts_.push_back(&slot);
+  }
+  while (repeats) {
+    transport::Slot* r = repeats;
+    repeats = std::exchange(r->repeats, nullptr);
+    release(*r);
   }
   if (draining_) check_drained();
 }
@@ -603,7 +656,7 @@ void Node::consume(transport::InboundLink& link, transport::Slot& slot) {
 
 void Node::deliver(transport::InboundLink& link, transport::Slot& slot) {
   if (!receiver_) return consume(link, slot);  // the stage consumed it
-  ++held_;
+  hold(slot);
   receiver_->on_delivered(slot.origin, slot.seq, {slot.payload(), slot.length}, slot, false);
 }
 
@@ -620,7 +673,7 @@ void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
   slot.arrived_ns = loop_.now_ns();
   if (active_.empty()) {
     if (receiver_) {
-      ++held_;
+      hold(slot);
       return receiver_->on_end(slot.origin, slot.seq, slot);
     } else {
       log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);
@@ -629,7 +682,7 @@ void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
   }
   // Every branch: each consumer behind this node learns that the stream ended, whatever the
   // route of the messages.
-  ++held_;
+  hold(slot);
   slot.refs = static_cast<uint16_t>(active_.size());
   slot.routes = slot.refs;
   for (Downstream* d : active_) {

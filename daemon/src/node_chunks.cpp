@@ -32,6 +32,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
       partials_.close(*p);
     }
     dropped_duplicate_.add();
+    if (hold_with_first(slot)) return;
     return consume(link, slot);
   }
   if (!p) {
@@ -62,6 +63,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
   }
   if (slot.chunk < p->next_chunk) {
     dropped_duplicate_.add();  // a chunk this node has taken already, replayed
+    if (hold_with_first(slot)) return;
     return consume(link, slot);
   }
   if (p->mode == Mode::kAssemble && (slot.chunk > p->next_chunk || &link != p->link)) {
@@ -195,7 +197,7 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
   }
   if (passed && active_.empty() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
-    for (transport::Slot* s = list; s; s = s->next) ++held_;
+    for (transport::Slot* s = list; s; s = s->next) hold(*s);
     receiver_->on_delivered(p.origin, p.seq, {scratch_.data(), msg.length}, *list, true);
     return;
   }

@@ -18,10 +18,11 @@ constexpr uint64_t kMessages = 100000;
 constexpr const char* kRate = "20000";
 
 struct Chain {
-  explicit Chain(const TempDir& dir)
+  // `c_extra`: more settings of c.
+  explicit Chain(const TempDir& dir, const std::string& c_extra = "")
       : p(dir, {{"a", {"b"}},
                 {"b", {"c"}, "{ plugin = \"crc32c\", mode = \"stamp\" }"},
-                {"c", {}, sink(dir, "c")}}) {
+                {"c", {}, sink(dir, "c"), c_extra}}) {
     p.start_all();
   }
   std::unique_ptr<Process> send() {
@@ -119,6 +120,39 @@ TEST(Faults, LinksCutUnderTraffic) {
   finish(dir, chain, *producer);
   EXPECT_NE(read_file(dir / "b.log").find("kept for replay"), std::string::npos)
       << "the cuts did not hit the b -> c link";
+}
+
+// Two failures close together: the link into the relay cut while its downstream is slow to
+// acknowledge, then the relay killed. The cut makes a send again what b had not acknowledged,
+// while b still holds those messages for c; b must not acknowledge the copies before c has
+// acknowledged the first ones, or the kill would leave no copy of them anywhere.
+TEST(Faults, LinkCutThenRelayKilledBeforeItsDownstreamAcknowledged) {
+  TempDir dir;
+  // c takes 4 frames at a time: most of what b holds waits in b's queue, sent nowhere yet.
+  Chain chain(dir, "slots = 4");
+  auto producer = chain.send();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages / 10); }, 30s));
+  // c stops acknowledging: b's slots fill with messages sent or waiting for it.
+  chain.p.proc("c").signal(SIGSTOP);
+  std::this_thread::sleep_for(500ms);
+  RunResult cut = run({"/usr/bin/ss", "-K", "dst", "127.0.0.1", "dport", "=",
+                       std::to_string(chain.p.node("b").port)});
+  ASSERT_EQ(cut.code, 0) << cut.output;
+  // a sends its unacknowledged messages again; b takes every one for a repeat.
+  double replayed = 0, repeats = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        replayed = metric_value(scrape(chain.p.node("a").metrics),
+                                "hoprelay_messages_replayed_total", "peer=\"b\"");
+        repeats = metric_value(scrape(chain.p.node("b").metrics), "hoprelay_messages_dropped_total",
+                               "reason=\"duplicate\"");
+        return replayed > 0 && repeats >= replayed;
+      },
+      20s))
+      << "replayed " << replayed << ", repeats at b " << repeats;
+  chain.p.crash_and_restart("b");
+  chain.p.proc("c").signal(SIGCONT);
+  finish(dir, chain, *producer);
 }
 
 // A peer that goes silent (its host died, its cable was pulled) sends no FIN and no RST. In a

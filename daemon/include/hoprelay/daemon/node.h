@@ -240,6 +240,14 @@ class Node final : public transport::LinkEvents {
   void drop_waiting(Downstream& d);
   void cancel_peer_down(Downstream& d);
   void release(transport::Slot& slot);
+  // The node now holds `slot` until release(): routed downstream, or with the receiver.
+  void hold(transport::Slot& slot);
+  // A replayed copy of a frame this node took already. When the first copy is still held
+  // here and came on a link that has gone down, the copy is held with it and acknowledged
+  // (with its outcome) when it is: acknowledged at once, it would leave no copy upstream, and
+  // this node dying before its downstream acknowledged the first copy would lose the message.
+  // False when there is no such first copy: the caller acknowledges it now.
+  bool hold_with_first(transport::Slot& copy);
   // Gives back a slot that was not routed downstream (consumed at a leaf, dropped).
   void consume(transport::InboundLink& link, transport::Slot& slot);
   // A leaf's message that passed its stage: to the receiver, or consumed.
@@ -282,6 +290,11 @@ class Node final : public transport::LinkEvents {
   std::vector<transport::Slot*> free_aborts_;
   size_t round_robin_ = 0;
   uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
+  transport::Slot* held_list_ = nullptr;  // those slots (Slot::held_next)
+  // Inbound links gone down while the node still holds slots of theirs: their sender has
+  // taken those frames back and sends them again (hold_with_first). Few, and only after a
+  // failure: the common path checks that this is empty.
+  std::vector<transport::InboundLink*> dead_links_;
   bool draining_ = false;
   bool started_ = false;
   std::function<void(uint64_t)> drained_;

@@ -43,6 +43,11 @@ struct Slot {
   uint32_t chunk = 0;       // index in its message when it is a chunk (FrameHeader::chunk)
   Slot* next = nullptr;     // node bookkeeping: the next chunk held for the same message
   uint64_t arrived_ns = 0;  // node bookkeeping: monotonic arrival time (residence metric)
+  // Node bookkeeping: the slots a node holds (Node::hold), a list, and the replayed copies of
+  // this frame that wait to be acknowledged with it (Node::hold_with_first).
+  Slot* held_prev = nullptr;
+  Slot* held_next = nullptr;
+  Slot* repeats = nullptr;
   bool held = false;
   std::byte* payload() const { return frame + kFrameHeaderSize; }
 };
