@@ -32,7 +32,8 @@ fi
 # as well (GCC's UBSan ignores log_path: it reports on stderr and exits 1). The Soft-RoCE suite
 # is left out: sanitized, the emulated VM takes ~3 min instead of ~1, and the suite's fixed
 # start-up waits are too short for sanitized daemons (docs/security.md, "Fuzzing and sanitizers").
-# So is the cluster suite (tests/cluster): it runs the packaged, unsanitized build.
+# So is the cluster suite (tests/cluster): it runs the packaged, unsanitized build. And the
+# package test: what the package holds and how it installs does not change with ASan.
 echo "== unit and integration tests under ASan + UBSan"
 BUILD_DIR=build-asan ./scripts/build.sh -DHOPRELAY_SANITIZE=ON
 reports=$PWD/build-asan/sanitizer-reports
@@ -43,7 +44,7 @@ asan_ok=1
   cd build-asan
   export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$reports/asan"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  ctest -j2 --output-on-failure --timeout 1000 -E '^(rxe|python|cluster)\.'
+  ctest -j2 --output-on-failure --timeout 1000 -E '^(rxe|python|cluster|package)\.'
 ) || asan_ok=0
 if compgen -G "$reports/*" >/dev/null; then
   for f in "$reports"/*; do
