@@ -869,7 +869,10 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
   // Each sender is asked to stop (BYE) and closes its link once everything it sent is
   // acknowledged: drained means no message held and no inbound link left, so nothing sent to
   // this node has to be replayed to its next run.
-  for (auto& in : inbound_) in.link->drain();
+  // By pointer: a link whose BYE cannot be sent fails at once, and leaves inbound_.
+  std::vector<transport::InboundLink*> links;
+  for (auto& in : inbound_) links.push_back(in.link);
+  for (auto* link : links) link->drain();
   log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms", held_,
              inbound_.size(), timeout.count());
   drain_timer_ = loop_.after(timeout, [this] {

@@ -31,13 +31,14 @@ struct Chain {
   Pipeline p;
 };
 
-void finish(const TempDir& dir, Chain& chain, Process& producer, long long max_redelivered = 0) {
+void finish(const TempDir& dir, Chain& chain, Process& producer, long long max_redelivered = 0,
+            uint64_t count = kMessages) {
   EXPECT_EQ(producer.wait(120s), 0) << producer.output();
-  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 10s))
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", count); }, 10s))
       << read_file(dir / "c.json");
   chain.p.stop_all();
   Report r = read_report(dir / "c.json");
-  expect_clean(r, kMessages);
+  expect_clean(r, count);
   std::string json = read_file(dir / "c.json");
   auto at = json.find("\"redelivered\": ");
   ASSERT_NE(at, std::string::npos);
@@ -101,6 +102,36 @@ TEST(Faults, MiddleRelayStoppedThreeTimesDrainsAndNothingIsReplayed) {
   EXPECT_NE(read_file(dir / "b.stop0.log").find("drained: every message acknowledged"),
             std::string::npos);
   finish(dir, chain, *producer);
+}
+
+// The same under a backlog: an unpaced producer, and c taking 4 frames at a time, so a always
+// has messages waiting for credits. After b's BYE, a must send nothing more (the credits that
+// come back acknowledge, they do not invite), or a's link never empties while the backlog
+// lasts, and the drain (1 s here) ends on its timeout, leaving a to replay to b's next run.
+TEST(Faults, MiddleRelayStoppedUnderABacklogDrainsAndNothingIsReplayed) {
+  TempDir dir;
+  Chain chain(dir, "slots = 4");
+  const std::vector<std::string> drain_1s{"--drain-timeout", "1"};
+  chain.p.proc("b").signal(SIGTERM);
+  ASSERT_EQ(chain.p.proc("b").wait(20s), 0) << chain.p.proc("b").output();
+  fs::rename(dir / "b.log", dir / "b.first.log");
+  chain.p.start("b", drain_1s);
+  ASSERT_TRUE(wait_until([&] { return !scrape(chain.p.node("b").metrics).empty(); }, 10s));
+  auto producer = chain.p.start_send("a", 3 * kMessages, 256, {"--log-level", "info"});
+  for (int i = 0; i < 2; ++i) {
+    std::this_thread::sleep_for(700ms);
+    chain.p.proc("b").signal(SIGTERM);
+    ASSERT_EQ(chain.p.proc("b").wait(20s), 0) << chain.p.proc("b").output();
+    std::string log = read_file(dir / "b.log");
+    fs::rename(dir / "b.log", dir / ("b.stop" + std::to_string(i) + ".log"));
+    EXPECT_NE(log.find("drained: every message acknowledged"), std::string::npos) << log;
+    chain.p.start("b", drain_1s);
+    ASSERT_TRUE(wait_until([&] { return !scrape(chain.p.node("b").metrics).empty(); }, 10s));
+  }
+  std::string a_metrics = scrape(chain.p.node("a").metrics);
+  EXPECT_EQ(metric_value(a_metrics, "hoprelay_messages_replayed_total", "peer=\"b\""), 0)
+      << a_metrics;
+  finish(dir, chain, *producer, 0, 3 * kMessages);
 }
 
 TEST(Faults, LinksCutUnderTraffic) {

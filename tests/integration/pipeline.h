@@ -95,10 +95,11 @@ class Pipeline {
           << procs_[n.name]->output();
     }
   }
-  void start(const std::string& name) {
-    procs_[name] = std::make_unique<Process>(
-        std::vector<std::string>{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name},
-        dir_ / (name + ".log"));
+  // `extra`: more hoprelayd options.
+  void start(const std::string& name, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    procs_[name] = std::make_unique<Process>(std::move(argv), dir_ / (name + ".log"));
   }
   // kill -9, then start again and wait until it serves metrics.
   void crash_and_restart(const std::string& name, std::chrono::milliseconds down = 200ms) {

@@ -407,7 +407,8 @@ bool TcpOutbound::handle_outcome(const FrameHeader& h, std::span<const std::byte
 }
 
 bool TcpOutbound::post(const OutFrame& f) {
-  if (state_ != State::kUp || tail_ - acked_ >= peer_slots_) return false;
+  // After the peer's BYE nothing more is sent: it waits for what it has to be acknowledged.
+  if (state_ != State::kUp || peer_draining_ || tail_ - acked_ >= peer_slots_) return false;
   TxEntry& e = tx_[tail_ % tx_.size()];
   FrameHeader h{FrameType::kData};
   h.flags = f.flags;

@@ -173,6 +173,8 @@ void TcpTransport::listen(const ListenParams& params) {
 }
 
 void TcpTransport::stop_listening() {
+  if (accept_pause_) loop_.cancel(accept_pause_);
+  accept_pause_ = 0;
   if (listen_fd_ < 0) return;
   loop_.remove(listen_fd_);
   ::close(listen_fd_);
@@ -183,7 +185,19 @@ void TcpTransport::on_io(uint32_t) {
   for (;;) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EINTR) log().warn("accept: {}", std::strerror(errno));
+      if (errno == EAGAIN || errno == EINTR) return;
+      if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM) {
+        log().warn("accept: {}", std::strerror(errno));
+      } else {
+        // The connection stays queued and the socket readable: watched, it would spin the
+        // loop (and this log). Not watched for a second; links already up go on meanwhile.
+        log().warn("accept: {}: not accepting connections for 1 s", std::strerror(errno));
+        loop_.modify(listen_fd_, 0, this);
+        accept_pause_ = loop_.after(std::chrono::seconds(1), [this] {
+          accept_pause_ = 0;
+          if (listen_fd_ >= 0) loop_.modify(listen_fd_, EPOLLIN, this);
+        });
+      }
       return;
     }
     tune_socket(fd);
@@ -263,6 +277,7 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   FrameHeader c{FrameType::kChallenge};
   c.length = kNonceSize;
   send_control(c, challenge_);
+  if (state_ == State::kClosed) return;  // the send failed: reaped, no timer for it
   state_ = State::kAuth;
   hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
     hello_timer_ = 0;
@@ -308,7 +323,6 @@ void TcpInbound::admitted(const Nonce* client_nonce) {
   limits_.max_data_payload = lp.slot_size;
   rx_.resize(kRxBuffer);
   ctl_.resize(ctl_.size() + size_t{lp.slots} * (kFrameHeaderSize + kMaxOutcomePayload));
-  state_ = State::kUp;
   WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash,
                 transport_.events().resume_seq(peer_)};
   std::array<std::byte, kWelcomeSize + kMacSize> body_out;
@@ -322,7 +336,11 @@ void TcpInbound::admitted(const Nonce* client_nonce) {
     std::memcpy(body_out.data() + kWelcomeSize, proof.data(), kMacSize);
     wh.length += kMacSize;
   }
+  // Up only once the welcome went out: a peer that reset the connection meanwhile fails the
+  // send, and the link closes as one never admitted (reaped), not as one the node must know.
   send_control(wh, std::span(body_out).first(wh.length));
+  if (state_ == State::kClosed) return;
+  state_ = State::kUp;
   log().info("inbound link up: {} from {}{}", peer_.name, peer_.address,
              client_nonce ? " (authenticated)" : "");
   transport_.events().on_inbound_up(*this);
@@ -564,7 +582,10 @@ void TcpOutbound::schedule_reconnect() {
 
 void TcpOutbound::close() {
   if (state_ == State::kClosed) return;
-  if (fd_ >= 0 && state_ == State::kUp) {
+  // BYE only on a frame boundary: in the middle of a frame its bytes would end that frame's
+  // payload. Without it the peer sees the stream end mid-frame and drops that frame, which
+  // this side hands back (on_returned) like every other unacknowledged one.
+  if (fd_ >= 0 && state_ == State::kUp && written_off_ == 0) {
     std::array<std::byte, kFrameHeaderSize> bye;
     encode_header(FrameHeader{FrameType::kBye}, bye.data());
     ::send(fd_, bye.data(), bye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -203,6 +203,7 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   bool busy_poll_refused_ = false;  // SO_BUSY_POLL was refused once: not asked again
   ListenParams listen_;
   int listen_fd_ = -1;
+  EventLoop::TimerId accept_pause_ = 0;  // out of descriptors: accepting again after it
   std::vector<std::unique_ptr<TcpInbound>> inbound_;
 };
 

@@ -267,7 +267,9 @@ bool VerbsOutbound::post_control_receive(uint32_t index) {
 }
 
 bool VerbsOutbound::post(const OutFrame& f) {
-  if (state_ != State::kUp || tail_ - acked_ >= cap_ || sq_outstanding_ >= sq_depth_) {
+  // After the peer's BYE nothing more is sent: it waits for what it has to be acknowledged.
+  if (state_ != State::kUp || peer_draining_ || tail_ - acked_ >= cap_ ||
+      sq_outstanding_ >= sq_depth_) {
     return false;
   }
   uint32_t slot = static_cast<uint32_t>(tail_ % peer_.slots);
