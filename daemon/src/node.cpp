@@ -367,7 +367,9 @@ void Node::finish_job(StageJob& job) {
       after_stage(link, slot, job.flags);
     }
   }
-  if (draining_) check_drained();
+  // This job still counts as pending until the workers' collect() moves past it: checked
+  // once it has (the last job of a drain would otherwise leave it to the timeout).
+  if (draining_ && held_ == 0 && inbound_.empty()) loop_.defer([this] { check_drained(); });
 }
 
 void Node::after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags) {
