@@ -54,6 +54,18 @@ std::string join(const std::vector<std::string>& names) {
   return out;
 }
 
+// systemd's STATUS= while the node runs: where it listens and what it forwards to, from the
+// topology it runs now (after a reload, the reloaded one), and `note` (a reload's result).
+std::string running_status(const hoprelay::daemon::Node& node, const std::string& serving,
+                           const std::string& note) {
+  const auto& down = node.spec().downstream;
+  std::string out = "running: " + serving;
+  if (!down.empty()) out += ", forwarding to " + join(down);
+  std::string notes = down.empty() ? "no downstream peers" : "";
+  if (!note.empty()) notes += (notes.empty() ? "" : "; ") + note;
+  return notes.empty() ? out : out + " (" + notes + ")";
+}
+
 std::string json_escape(std::string_view in) {
   std::string out;
   out.reserve(in.size() + 8);
@@ -291,7 +303,7 @@ int main(int argc, char** argv) {
     serving = std::string(node->transport_name()) + ", listening on " + spec->listen.to_string();
     node->on_downstream_ready([&] {
       downstream_ready = true;
-      notifier.ready("running: " + serving + ", forwarding to " + join(spec->downstream));
+      notifier.ready(running_status(*node, serving, ""));
     });
     node->start();
   } catch (const stages::StageError& e) {
@@ -308,7 +320,7 @@ int main(int argc, char** argv) {
     return kExitUnavailable;
   }
   if (spec->downstream.empty()) {
-    notifier.ready("running: " + serving + " (no downstream peers)");
+    notifier.ready(running_status(*node, serving, ""));
   } else if (!downstream_ready) {
     notifier.status("starting: " + serving + "; waiting for the downstream links to " +
                     join(spec->downstream) + " to come up");
@@ -359,11 +371,11 @@ int main(int argc, char** argv) {
         refused = e.what();
       }
       if (refused.empty()) {
-        notifier.ready("running: " + serving + " (topology reloaded)");
+        notifier.ready(running_status(*node, serving, "topology reloaded"));
       } else {
         node->reload_failed();
         spdlog::error("reload refused: {}; still running on the previous topology", refused);
-        notifier.ready("running: " + serving + " (reload refused: " + refused + ")");
+        notifier.ready(running_status(*node, serving, "reload refused: " + refused));
       }
       return;
     }

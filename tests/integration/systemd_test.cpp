@@ -80,11 +80,23 @@ class NotifySocket {
   // `timeout` passes (nullopt).
   std::optional<Notification> wait_for(const std::string& assignment, pid_t pid,
                                        std::chrono::milliseconds timeout) {
+    return wait_match(pid, timeout, [&](const Notification& n) { return n.has(assignment); });
+  }
+  // The first notification from `pid` whose STATUS= holds `part` (waiting up to `timeout`).
+  std::optional<Notification> wait_for_status(const std::string& part, pid_t pid,
+                                              std::chrono::milliseconds timeout) {
+    return wait_match(pid, timeout, [&](const Notification& n) {
+      return n.status().find(part) != std::string::npos;
+    });
+  }
+  template <typename Match>
+  std::optional<Notification> wait_match(pid_t pid, std::chrono::milliseconds timeout,
+                                         Match match) {
     auto deadline = Clock::now() + timeout;
     size_t seen = 0;
     for (;;) {
       for (; seen < all_.size(); ++seen) {
-        if (all_[seen].pid == pid && all_[seen].has(assignment)) return all_[seen];
+        if (all_[seen].pid == pid && match(all_[seen])) return all_[seen];
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) return std::nullopt;
@@ -273,13 +285,22 @@ TEST(SystemdNotify, HeadIsReadyOnlyOnceItsDownstreamIsUpFeedsTheWatchdogAndSaysS
   sock.record_for(1000ms);
   EXPECT_GE(sock.count("WATCHDOG=1", a.pid(), after_ready), 2u) << sock.transcript();
 
+  // A reload says so, and still says what the node forwards to.
+  a.signal(SIGHUP);
+  auto reloaded = sock.wait_for_status("(topology reloaded)", a.pid(), 5s);
+  ASSERT_TRUE(reloaded.has_value()) << sock.transcript() << a.output();
+  EXPECT_NE(reloaded->status().find("running: tcp, listening on 127.0.0.1:"), std::string::npos)
+      << reloaded->status();
+  EXPECT_NE(reloaded->status().find(", forwarding to b (topology reloaded)"), std::string::npos)
+      << reloaded->status();
+
   a.signal(SIGTERM);
   auto stopping = sock.wait_for("STOPPING=1", a.pid(), 5s);
   ASSERT_TRUE(stopping.has_value()) << sock.transcript() << a.output();
   EXPECT_NE(stopping->status().find("draining"), std::string::npos) << stopping->status();
   EXPECT_EQ(a.wait(20s), 0) << a.output();
   sock.record_for(100ms);
-  EXPECT_EQ(sock.count("READY=1", a.pid()), 1u) << sock.transcript();
+  EXPECT_EQ(sock.count("READY=1", a.pid()), 2u) << sock.transcript();  // start, reload
   // Everything came from the main process, as NotifyAccess=main requires; b said nothing.
   for (const auto& line : {"READY=1", "WATCHDOG=1", "STOPPING=1"}) {
     EXPECT_EQ(sock.count(line, b.pid()), 0u) << line;

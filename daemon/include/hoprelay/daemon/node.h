@@ -77,6 +77,8 @@ class Node final : public transport::LinkEvents {
   // reload, naming the field. Returns an empty string on success, else the reason it was refused.
   std::string reload(std::shared_ptr<const config::Topology> next);
   const config::Topology& topology() const { return *topology_; }
+  // This node's entry in topology() (the reloaded one after a reload).
+  const config::NodeSpec& spec() const { return *spec_; }
   // A reload that failed before reaching the node (the file does not validate), or that the
   // node refused: counted as a failed reload.
   void reload_failed() { metrics_->config_loaded(false, 0); }
