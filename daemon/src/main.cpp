@@ -244,6 +244,15 @@ int main(int argc, char** argv) {
   // Under systemd (Type=notify): READY=1 once the node serves, STATUS= for `systemctl status`,
   // WATCHDOG=1 from the loop, STOPPING=1 at the drain. A no-op anywhere else.
   daemon::SystemdNotifier notifier;
+  // Errors before the node runs: plain lines on stderr (FILE:LINE:COL: error: ..., what an
+  // editor or a person reads), or, with --log-format json, log records like every other line.
+  auto startup_error = [&](const std::string& line) {
+    if (log_format == "json") {
+      spdlog::error("{}", line);
+    } else {
+      std::cerr << line << "\n";
+    }
+  };
 
   // Only this node's plugin must load on this host.
   const config::PluginCheck plugin_check{config::PluginCheck::Mode::kNode, node_name};
@@ -252,14 +261,14 @@ int main(int argc, char** argv) {
     topology_ptr = std::make_shared<const config::Topology>(
         config::load_topology(topology_path, plugin_check));
   } catch (const config::ConfigError& e) {
-    for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
+    for (const auto& d : e.diagnostics()) startup_error(d.format());
     const auto& all = e.diagnostics();
     notifier.status(
         "invalid topology: " + (all.empty() ? topology_path : all.front().format()) +
         (all.size() > 1 ? fmt::format(" (and {} more in the log)", all.size() - 1) : ""));
     return kExitConfig;
   } catch (const std::exception& e) {
-    std::cerr << "hoprelayd: " << e.what() << "\n";
+    startup_error(std::string("hoprelayd: ") + e.what());
     notifier.status(e.what());
     return kExitConfig;
   }
@@ -268,8 +277,8 @@ int main(int argc, char** argv) {
   if (!spec) {
     std::vector<std::string> names;
     for (const auto& n : topology.nodes) names.push_back(n.name);
-    std::cerr << "hoprelayd: node \"" << node_name << "\" is not in " << topology_path
-              << " (nodes: " << join(names) << "); pass --node NAME\n";
+    startup_error("hoprelayd: node \"" + node_name + "\" is not in " + topology_path +
+                  " (nodes: " + join(names) + "); pass --node NAME");
     notifier.status("node " + node_name + " is not in " + topology_path);
     return kExitConfig;
   }

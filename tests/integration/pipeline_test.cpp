@@ -594,6 +594,34 @@ TEST(Logs, JsonFormatIsOneObjectPerLine) {
   EXPECT_EQ(r.code, 0) << r.output << a.output();
 }
 
+// The errors written before the node runs (a file that does not validate, a node it does not
+// declare) are JSON records too: a log shipper sees why the service did not start.
+TEST(Logs, JsonFormatCoversErrorsBeforeTheNodeRuns) {
+  TempDir dir;
+  write_file(dir / "t.toml",
+             "[pipeline]\nname = \"p\"\ntransport = \"tcp\"\n[nodes.a]\nlisten = 7\n");
+  write_file(dir / "ok.toml", "[pipeline]\nname = \"p\"\n[nodes.a]\nlisten = \"127.0.0.1:" +
+                                  std::to_string(free_port()) + "\"\n");
+  const std::pair<std::string, std::string> cases[] = {
+      {"t.toml", (dir / "t.toml").string() + ":5:10: error: "},
+      {"ok.toml", "node \\\"zz\\\" is not in "},
+  };
+  for (const auto& [file, want] : cases) {
+    RunResult r = run({HOPRELAYD_BIN, "--topology", (dir / file).string(), "--node",
+                       file == "ok.toml" ? "zz" : "a", "--log-format", "json"});
+    EXPECT_EQ(r.code, 78) << r.output;
+    RunResult check =
+        run({"/usr/bin/python3", "-c",
+             "import json, sys\n"
+             "lines = [json.loads(l) for l in sys.argv[1].splitlines() if l]\n"
+             "assert lines and all(l['node'] for l in lines), lines\n"
+             "assert any(l['level'] == 'error' and sys.argv[2] in json.dumps(l['msg'])"
+             " for l in lines), lines\n",
+             r.output, want});
+    EXPECT_EQ(check.code, 0) << check.output << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace hoprelay::test
 
