@@ -564,6 +564,9 @@ void Node::pump(Downstream& d) {
     d.waiting.pop_front();
     note_posted(d, *s);
   }
+  // A removed peer whose last waiting messages were dropped above (too large) has nothing
+  // left to be acknowledged: no acknowledgement would come to retire it.
+  if (d.retiring) retire_if_done(d);
 }
 
 bool Node::bring_open_forward(Downstream& d) {
