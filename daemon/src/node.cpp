@@ -999,8 +999,12 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
       if (!same(topology_->find(d->name)->listen, d->address) && started_) {
         // Unacknowledged messages come back (on_returned) and go to the new address.
         moved.push_back(d->name);
-        d->link->close();
+        // The old link is destroyed once this iteration's events are handled (event_loop.h):
+        // one of them may still be for it (a completion of its flushed receives).
+        std::shared_ptr<transport::OutboundLink> old = std::move(d->link);
+        old->close();
         connect(*d);
+        loop_.defer([old] {});
       }
     }
   }

@@ -27,6 +27,9 @@ constexpr uint8_t kMinRnrTimer = 12;
 constexpr uint8_t kRetryCount = 7;
 constexpr uint32_t kControlSpare = 4;
 constexpr auto kConnectTimeout = std::chrono::milliseconds(5000);
+// From rdma_accept to up (ESTABLISHED, and the AUTH frame when the link authenticates): a peer
+// that never gets there must not keep the registered ring, its QP and CQ (TCP's hello timer).
+constexpr auto kSetupTimeout = std::chrono::milliseconds(10000);
 
 spdlog::logger& log() {
   static auto logger = module_logger("verbs");
@@ -344,8 +347,11 @@ std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
 }
 
 void VerbsTransport::bury(std::unique_ptr<Connection> connection) {
-  // Its events (a late DISCONNECTED) must not reach the link, which may be connected anew.
+  // Its events (a late DISCONNECTED) must not reach the link, which may be connected anew or
+  // destroyed before the burial: nor may its CQ's (the receives the disconnect flushed), which
+  // the completion channel can still hand out in this very batch of events.
   if (connection->id) connection->id->context = nullptr;
+  if (connection->cq) connection->cq->cq_context = nullptr;
   graveyard_.push_back(std::move(connection));
   if (burial_scheduled_) return;
   burial_scheduled_ = true;
@@ -488,7 +494,7 @@ void VerbsTransport::on_cq_events() {
     auto* handler = static_cast<CqHandler*>(ctx);
     ibv_req_notify_cq(cq, 0);
     ibv_ack_cq_events(cq, 1);
-    handler->poll_cq();
+    if (handler) handler->poll_cq();  // none: a buried connection's CQ (bury())
   }
 }
 
@@ -514,6 +520,7 @@ VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const Hell
 
 VerbsInbound::~VerbsInbound() {
   if (watch_timer_) transport_.loop().cancel(watch_timer_);
+  if (setup_timer_) transport_.loop().cancel(setup_timer_);
   transport_.forget(this);
 }
 
@@ -570,6 +577,15 @@ void VerbsInbound::accept() {
   param.initiator_depth = 0;
   param.rnr_retry_count = kRnrRetry;
   check_rc(rdma_accept(conn_.id.get(), &param), "rdma_accept");
+  setup_timer_ = transport_.loop().after(kSetupTimeout, [this] {
+    setup_timer_ = 0;
+    if (state_ != State::kAccepting) return;
+    transport_.events().on_protocol_error("hello_timeout");
+    log().warn("closing the link from {} ({}): not up within {} s of its acceptance{}", peer_.name,
+               peer_.address, kSetupTimeout.count() / 1000,
+               established_ ? ": no answer to the authentication challenge" : "");
+    fail("setup timeout");
+  });
 }
 
 bool VerbsInbound::post_receives() {
@@ -623,6 +639,8 @@ void VerbsInbound::on_auth(const ibv_wc& wc) {
 void VerbsInbound::maybe_up() {
   if (state_ != State::kAccepting || !established_ || !authenticated_) return;
   state_ = State::kUp;
+  if (setup_timer_) transport_.loop().cancel(setup_timer_);
+  setup_timer_ = 0;
   log().info("inbound link up: {} from {} ({} slots, ingress by WRITE with immediate or SEND{})",
              peer_.name, peer_.address, ring_->slots(),
              transport_.identity().auth ? ", authenticated" : "");
@@ -670,6 +688,8 @@ void VerbsInbound::fail(std::string_view reason) {
   state_ = State::kClosed;
   if (watch_timer_) transport_.loop().cancel(watch_timer_);
   watch_timer_ = 0;
+  if (setup_timer_) transport_.loop().cancel(setup_timer_);
+  setup_timer_ = 0;
   rdma_disconnect(conn_.id.get());
   // The QP goes now: no more DMA into the ring. The ring itself stays until the node has
   // released every slot it still holds.
@@ -747,7 +767,10 @@ void VerbsOutbound::on_route_resolved() {
   try {
     cap_ = std::min<uint32_t>(params_.expected_slots, 1u << kImmSlotBits);
     sq_depth_ = cap_ + kControlSpare;
-    ctl_depth_ = cap_ + kControlSpare;
+    // Between two polls of this side the receiver may send, for every frame it releases, an
+    // outcome and a credit frame (each release in an iteration of its own), then a BYE: a
+    // receive for each, or its sends meet an empty queue (RNR) and its link fails.
+    ctl_depth_ = 2 * cap_ + kControlSpare;
     ibv_pd* pd = transport_.pd_for(conn_->id->verbs);
     // Data frame headers, then the AUTH frame (pre-shared key admission).
     conn_->region_a = std::make_unique<VerbsRegion>(

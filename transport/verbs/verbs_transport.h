@@ -159,6 +159,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   uint64_t ctl_sent_ = 0;
   SendWatchdog watch_;
   EventLoop::TimerId watch_timer_ = 0;
+  EventLoop::TimerId setup_timer_ = 0;  // accepted, not up yet: how long it may take
 };
 
 class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHandler {
