@@ -58,12 +58,11 @@ std::string join(const std::vector<std::string>& names) {
 // topology it runs now (after a reload, the reloaded one), and `note` (a reload's result).
 std::string running_status(const hoprelay::daemon::Node& node, const std::string& serving,
                            const std::string& note) {
+  // "(topology reloaded)" stays a whole word group: scripts and the cluster suite grep it.
   const auto& down = node.spec().downstream;
   std::string out = "running: " + serving;
-  if (!down.empty()) out += ", forwarding to " + join(down);
-  std::string notes = down.empty() ? "no downstream peers" : "";
-  if (!note.empty()) notes += (notes.empty() ? "" : "; ") + note;
-  return notes.empty() ? out : out + " (" + notes + ")";
+  out += down.empty() ? " (no downstream peers)" : ", forwarding to " + join(down);
+  return note.empty() ? out : out + " (" + note + ")";
 }
 
 std::string json_escape(std::string_view in) {

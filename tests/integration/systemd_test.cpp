@@ -324,6 +324,12 @@ TEST(SystemdNotify, LeafIsReadyOnceListeningAndFeedsOnlyAWatchdogMeantForIt) {
   EXPECT_FALSE(scrape(a_metrics).empty());  // ready means serving
   sock.record_for(1000ms);
   EXPECT_EQ(sock.count("WATCHDOG=1", a.pid()), 0u) << sock.transcript();
+  // After a reload, as the cluster suite greps it: "(topology reloaded)" whole.
+  a.signal(SIGHUP);
+  auto reloaded = sock.wait_for_status("(topology reloaded)", a.pid(), 5s);
+  ASSERT_TRUE(reloaded.has_value()) << sock.transcript() << a.output();
+  EXPECT_NE(reloaded->status().find("(no downstream peers) (topology reloaded)"), std::string::npos)
+      << reloaded->status();
 
   a.signal(SIGTERM);
   EXPECT_TRUE(sock.wait_for("STOPPING=1", a.pid(), 5s).has_value()) << sock.transcript();
