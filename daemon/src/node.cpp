@@ -184,6 +184,9 @@ void Node::rebuild_active() {
   for (auto& d : downstream_) {
     if (!d->retiring) active_.push_back(d.get());
   }
+  // Messages half sent keep the set they started with; the next one takes a new copy.
+  if (BranchSet* old = std::exchange(current_branches_, nullptr); old && old->users == 0)
+    free_branch_set(old);
 }
 
 Node::~Node() {
@@ -498,22 +501,24 @@ uint64_t Node::resume_seq(const transport::PeerInfo& peer) {
 
 void Node::route(transport::Slot& slot, Partial* p) {
   hold(slot);
+  // A chunk goes where its message's first chunk went, whatever a reload changed since.
+  const std::vector<Downstream*>& to = p ? branches_of(*p).peers : active_;
   if (spec_->route == config::Route::kBroadcast) {
-    slot.refs = static_cast<uint16_t>(active_.size());
+    slot.refs = static_cast<uint16_t>(to.size());
     slot.routes = slot.refs;
-    for (Downstream* d : active_) {
+    for (Downstream* d : to) {
       d->waiting.push_back(&slot);
       pump(*d);
     }
     return;
   }
   // One branch per message: the chunks of a message follow the branch of its first, even
-  // when a reload has removed that branch since (it is closed once they are acknowledged).
+  // when a reload has removed that branch since (its set keeps it until they are acknowledged).
   Downstream* d = p ? branch_of(*p) : nullptr;
   if (!d && spec_->route == config::Route::kRoundRobin) {
-    d = active_[round_robin_++ % active_.size()];
+    d = to[round_robin_++ % to.size()];
   } else if (!d) {
-    d = active_[origin_branch(slot.origin, active_.size())];
+    d = to[origin_branch(slot.origin, to.size())];
   }
   if (p) p->downstream = d;
   slot.refs = 1;
@@ -910,8 +915,10 @@ void Node::check_drained() {
 
 void Node::retire_if_done(Downstream& d) {
   // A chunked message open on the link keeps it: its next chunks go there (branch_of).
-  auto done = [](const Downstream& d) {
-    return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0);
+  // So does a message half sent whose set holds it (it may not have reached it yet).
+  auto done = [this](const Downstream& d) {
+    return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0) &&
+           !held_by_open_message(d);
   };
   if (!done(d)) return;
   Downstream* dying = &d;

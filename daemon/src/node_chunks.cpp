@@ -6,6 +6,7 @@
 //    on one link (Node::pump), so a receiver has at most one message in passage per link;
 //  - a node that reassembles holds a message's chunks in their slots (unacknowledged) until
 //    the last one, and gives the message up as soon as its link carries anything else.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -29,7 +30,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     if (p) {
       if (p->mode == Mode::kAssemble) abandon(*p, dropped_duplicate_, nullptr);
       if (p->mode == Mode::kForward && p->forwarded) send_abort(*p);
-      partials_.close(*p);
+      close_partial(*p);
     }
     dropped_duplicate_.add();
     if (hold_with_first(slot)) return;
@@ -42,7 +43,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
       Partial& victim = partials_.oldest();
       if (victim.mode == Mode::kAssemble) abandon(victim, dropped_incomplete_, "incomplete");
       if (victim.mode == Mode::kForward && victim.forwarded) send_abort(victim);
-      partials_.close(victim);
+      close_partial(victim);
     }
     p = &partials_.open(slot.origin, slot.seq);
     p->next_chunk = slot.chunk;
@@ -81,13 +82,13 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
   if (abort) {
     // Ended upstream, incomplete: pass the end on, or give up what was held for it. Not
     // recorded as seen: the message was not delivered, and a replay may still bring it.
-    if (p->mode == Mode::kForward && p->forwarded && !active_.empty()) {
+    if (p->mode == Mode::kForward && p->forwarded && !branches_of(*p).peers.empty()) {
       route(slot, p);
     } else {
       if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_, "incomplete");
       consume(link, slot);
     }
-    return partials_.close(*p);
+    return close_partial(*p);
   }
   // From its last frame on, any copy of the message is a replay.
   if (last) dedup_.first_time(slot.origin, slot.seq);
@@ -98,7 +99,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
   } else {
     consume(link, slot);
   }
-  if (last) partials_.close(*p);
+  if (last) close_partial(*p);
 }
 
 // Cut-through: the chunk passes the stage and goes on now, not once its message is complete.
@@ -110,6 +111,8 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
                    static_cast<uint32_t>(slot.flags & ~transport::kFlagAbort),
                    slot.seq,
                    slot.chunk};
+  // A leaf or a relay for all of it: decided at its first chunk, as its branches are.
+  const bool leaf = branches_of(p).peers.empty();
   hoprelay_verdict verdict;
   if (const StageJob* job = std::exchange(staged_chunk_, nullptr)) {
     // The stage ran on a worker already (Node::finish_job).
@@ -125,12 +128,12 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
     // Dropped (counted once: the rest of the message is discarded without the stage). When
     // earlier chunks went downstream already, an abort in this chunk's place ends it there.
     p.mode = Mode::kDiscard;
-    if (!p.forwarded || active_.empty()) return consume(*slot.link, slot);
+    if (!p.forwarded || leaf) return consume(*slot.link, slot);
     slot.length = 0;
     slot.flags = transport::kFlagAbort;
     return route(slot, &p);
   }
-  if (active_.empty()) return consume(*slot.link, slot);
+  if (leaf) return consume(*slot.link, slot);
   slot.length = msg.length;
   slot.flags = static_cast<uint16_t>((msg.flags & transport::kStageFlags) |
                                      (slot.flags & transport::kFlagMore));
@@ -269,7 +272,7 @@ void Node::forget_partials(transport::InboundLink& link) {
     // Held chunks were never acknowledged: the sender sends them all again, and the message
     // starts afresh then (no drop).
     if (p.mode == Mode::kAssemble) consume_held(p);
-    partials_.close(p);
+    close_partial(p);
   });
 }
 
@@ -280,7 +283,7 @@ void Node::abort_orphans() {
     // Its downstream holds its first chunks (a reassembling node, unacknowledged), and this
     // link waits for its next one: neither can wait for a sender that is gone.
     send_abort(p);
-    partials_.close(p);
+    close_partial(p);
   });
 }
 
@@ -294,7 +297,7 @@ void Node::send_abort(Partial& p) {
       free_aborts_.push_back(&abort_slots_[i]);
     }
   }
-  if (free_aborts_.empty() || active_.empty()) {
+  if (free_aborts_.empty() || branches_of(p).peers.empty()) {
     // Downstream then learns it from the next frame on the link (a reassembling node gives
     // the message up on it); the link must not wait for the rest of the message any longer.
     for (auto& d : downstream_) {
@@ -312,6 +315,43 @@ void Node::send_abort(Partial& p) {
   s.link = nullptr;  // the node's own: release() gives it back to free_aborts_
   s.arrived_ns = loop_.now_ns();
   route(s, &p);
+}
+
+Node::BranchSet& Node::branches_of(Partial& p) {
+  if (p.branches) return *static_cast<BranchSet*>(p.branches);
+  if (!current_branches_) {
+    // The first chunked message since a reload (or since the start): one allocation.
+    branch_sets_.push_back(std::make_unique<BranchSet>(BranchSet{active_, 0}));
+    current_branches_ = branch_sets_.back().get();
+  }
+  ++current_branches_->users;
+  p.branches = current_branches_;
+  return *current_branches_;
+}
+
+void Node::close_partial(Partial& p) {
+  if (auto* set = static_cast<BranchSet*>(std::exchange(p.branches, nullptr))) {
+    if (--set->users == 0 && set != current_branches_) free_branch_set(set);
+  }
+  partials_.close(p);
+}
+
+void Node::free_branch_set(BranchSet* set) {
+  std::vector<Downstream*> retiring;
+  for (Downstream* d : set->peers) {
+    if (d->retiring) retiring.push_back(d);
+  }
+  std::erase_if(branch_sets_, [&](const auto& s) { return s.get() == set; });
+  // A removed peer this set kept may go now.
+  for (Downstream* d : retiring) retire_if_done(*d);
+}
+
+bool Node::held_by_open_message(const Downstream& d) const {
+  for (const auto& set : branch_sets_) {
+    if (set->users != 0 && std::find(set->peers.begin(), set->peers.end(), &d) != set->peers.end())
+      return true;
+  }
+  return false;
 }
 
 }  // namespace hoprelay::daemon

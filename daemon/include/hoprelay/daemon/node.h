@@ -150,6 +150,22 @@ class Node final : public transport::LinkEvents {
     Partial* assembling = nullptr;
   };
 
+  // The downstream peers of one moment: what active_ was when a chunked message's first
+  // chunk came. Its frames all go to that set, so a reload while it is half sent neither
+  // gives an added peer its tail (refused there as incomplete) nor leaves a removed one
+  // holding its head for ever. One set serves every message between two reloads; a removed
+  // peer is kept (retire_if_done) while a set in use holds it.
+  struct BranchSet {
+    std::vector<Downstream*> peers;
+    uint32_t users = 0;  // open messages (Partial::branches) routed to it
+  };
+  // p's set: the current one (taken now, at its first chunk) or the one it has.
+  BranchSet& branches_of(Partial& p);
+  // Frees p's entry, giving back its set.
+  void close_partial(Partial& p);
+  void free_branch_set(BranchSet* set);
+  bool held_by_open_message(const Downstream& d) const;
+
   Downstream& downstream_of(transport::OutboundLink& link);
   Downstream& add_downstream(const std::string& name);
   void connect(Downstream& d);
@@ -275,6 +291,10 @@ class Node final : public transport::LinkEvents {
   std::unique_ptr<transport::Transport> transport_;
   std::vector<std::unique_ptr<Downstream>> downstream_;
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring
+  // Sets taken by open chunked messages, and the current one (a copy of active_, made at the
+  // first chunked message after a reload; null until then).
+  std::vector<std::unique_ptr<BranchSet>> branch_sets_;
+  BranchSet* current_branches_ = nullptr;
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
   DropLog drops_;
