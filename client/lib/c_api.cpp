@@ -347,7 +347,7 @@ int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, i
 
 int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg) {
   if (!msg) return fail(HOPRELAY_EINVAL, "release: msg is null");
-  return call(c, [&](auto& impl) { return impl.release(*msg, 0); });
+  return call(c, [&](auto& impl) { return impl.release(*msg, std::nullopt); });
 }
 
 int hoprelay_consumer_release_at(hoprelay_consumer* c, struct hoprelay_message* msg,

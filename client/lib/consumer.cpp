@@ -6,6 +6,14 @@
 #include "status.h"
 
 namespace hoprelay::client {
+namespace {
+
+spdlog::logger& log() {
+  static auto logger = module_logger("consumer");
+  return *logger;
+}
+
+}  // namespace
 
 Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node,
                    const std::string& state_dir) {
@@ -161,7 +169,7 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   return HOPRELAY_OK;
 }
 
-int Consumer::release(hoprelay_message& msg, uint64_t app) {
+int Consumer::release(hoprelay_message& msg, std::optional<uint64_t> app) {
   auto* item = static_cast<Item*>(msg.internal_);
   // Items are reused: a stale copy of a released message may point at one that now holds
   // another message, which it must not release.
@@ -184,19 +192,29 @@ int Consumer::release(hoprelay_message& msg, uint64_t app) {
 
 void Consumer::advance() {
   bool recorded = false;
+  std::optional<uint32_t> forgot;
   while (!unreleased_.empty() && !unreleased_.front()->out) {
     Item* item = unreleased_.front();
     unreleased_.pop_front();
     if (item->held) {  // (an end mark replayed from the position file holds nothing)
       if (item->flags & HOPRELAY_MESSAGE_END) {
-        positions_->end(item->origin, item->seq);
+        forgot = positions_->end(item->origin, item->seq);
       } else {
-        positions_->take(item->origin, item->seq, item->app);
+        // A plain release keeps the application's position: 0 would make a restarted
+        // `hoprelay recv --state-dir` cut its output file back to nothing.
+        forgot = positions_->take(item->origin, item->seq, item->app.value_or(positions_->app()));
       }
       committing_.push_back(std::exchange(item->held, nullptr));
       recorded = true;
     }
     free_.push_back(item);
+    if (forgot) {
+      log().warn(
+          "state_dir: the position holds {} origins at most: origin {} (taken least recently) "
+          "is forgotten for origin {}; should its messages come again, they are taken again",
+          stages::PositionFile::kMaxOrigins, *forgot, item->origin);
+      forgot.reset();
+    }
   }
   // Acknowledged once durable: one commit for everything released in this loop iteration.
   if (recorded && !commit_scheduled_) {

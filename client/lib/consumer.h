@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,9 @@ class Consumer final : public daemon::Receiver {
   ~Consumer();
 
   int recv(hoprelay_message& msg, int timeout_ms);
-  // `app`: the application's own position after this message (kept with the durable one).
-  int release(hoprelay_message& msg, uint64_t app);
+  // `app`: the application's own position after this message (kept with the durable one);
+  // none (a plain release) keeps the one recorded last.
+  int release(hoprelay_message& msg, std::optional<uint64_t> app);
   uint64_t resume_seq(uint32_t origin) const { return positions_ ? positions_->next(origin) : 0; }
   uint64_t app_position() const { return positions_ ? positions_->app() : 0; }
   uint64_t skipped() const { return skipped_; }
@@ -51,7 +53,7 @@ class Consumer final : public daemon::Receiver {
     transport::Slot* held = nullptr;  // null for an end mark from the durable position
     std::vector<std::byte> copy;      // a reassembled message's bytes
     bool out = false;                 // handed to the application, not released
-    uint64_t app = 0;                 // released with this application position (state_dir)
+    std::optional<uint64_t> app;      // released with this application position (state_dir)
   };
   Item& take_item();
   // Makes what was released durable, then acknowledges it (stages/position_file.h).

@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
                  "Send generated messages by copy (hoprelay_producer_send) instead of writing "
                  "them into reserved registered buffers (zero copy): for comparing the two");
   send->add_option("--origin", opts.origin, "Origin id carried by every message (default: random)");
-  send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node");
+  send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node")
+      ->check(CLI::Range(0, 86400));
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   file_opt->excludes(count_opt);

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,7 +18,14 @@ namespace {
 class Output {
  public:
   explicit Output(int fd) : fd_(fd) { buf_.reserve(kSize); }
-  ~Output() { flush(); }
+  ~Output() {
+    try {
+      flush();
+    } catch (const std::exception&) {
+      // Unwinding from the error that stopped the run, which is what gets reported; the
+      // messages of these bytes were not released, so they come again.
+    }
+  }
   void put(const void* data, size_t n) {
     if (buf_.size() + n > kSize) flush();
     if (n >= kSize) return write_all(static_cast<const std::byte*>(data), n);
@@ -83,6 +91,15 @@ int run_recv(const RecvOptions& o) {
       }
       if (durable) {
         const off_t keep = off_t(c.app_position());
+        struct stat st {};
+        if (::fstat(fd, &st) == 0 && st.st_size < keep) {
+          // Replaced or cut since: extending it would put zeros where records were.
+          throw std::runtime_error(o.output + " holds " + std::to_string(st.st_size) +
+                                   " bytes, less than the " + std::to_string(keep) +
+                                   " its durable position in " + o.state_dir +
+                                   " says were written: restore the file, or give another "
+                                   "--state-dir (or remove this one) to start it afresh");
+        }
         if (::ftruncate(fd, keep) != 0 || ::lseek(fd, keep, SEEK_SET) != keep) {
           throw std::runtime_error("cannot cut " + o.output + " back to " + std::to_string(keep) +
                                    " bytes: " + std::strerror(errno));
@@ -96,23 +113,37 @@ int run_recv(const RecvOptions& o) {
     Output out(fd);
     uint64_t written = durable ? c.app_position() : 0;  // the output's length
     const int timeout = o.timeout_s > 0 ? int(o.timeout_s * 1000) : -1;
-    // With a durable position, the messages of a batch are held until the output is durable
-    // (one fdatasync per batch), then released with the output's length.
+    // The messages of a batch are held until their bytes are written (and, with a durable
+    // position, durable: one fdatasync per batch), then released (with the output's length):
+    // released earlier, a message whose bytes still sat in the buffer when the run ended
+    // (a signal, a full disk) would be lost, its producer told it was delivered.
     std::vector<Message> batch;
+    // On an error, what is held is not released: it comes again to the next run.
+    struct AbandonOnError {
+      std::vector<Message>& held;
+      ~AbandonOnError() {
+        for (Message& m : held) m.abandon();
+      }
+    } abandon_on_error{batch};
+    auto release_batch = [&] {
+      out.flush();
+      if (durable && ::fdatasync(fd) != 0) {
+        throw std::runtime_error("cannot make " + o.output +
+                                 " durable (fdatasync): " + std::strerror(errno));
+      }
+      for (Message& held : batch) {
+        if (int r = durable ? held.release_at(written) : (held.release(), HOPRELAY_OK)) {
+          throw_last(r);
+        }
+      }
+      batch.clear();
+    };
     auto done = [&] { return o.count ? messages >= o.count : ended >= o.streams; };
     while (!done()) {
       int rc = 0;
       Message m = c.recv(batch.empty() ? timeout : 0, &rc);
       if (rc == HOPRELAY_EAGAIN && !batch.empty()) {
-        out.flush();
-        if (::fdatasync(fd) != 0) {
-          throw std::runtime_error("cannot make " + o.output +
-                                   " durable (fdatasync): " + std::strerror(errno));
-        }
-        for (Message& held : batch) {
-          if (int r = held.release_at(written)) throw_last(r);
-        }
-        batch.clear();
+        release_batch();
         continue;
       }
       if (rc == HOPRELAY_ETIMEDOUT) {
@@ -121,22 +152,24 @@ int run_recv(const RecvOptions& o) {
         break;
       }
       if (rc != HOPRELAY_OK) throw_last(rc);
-      auto [it, fresh] = streams.try_emplace(m.origin());
+      batch.push_back(std::move(m));
+      const Message& msg = batch.back();
+      auto [it, fresh] = streams.try_emplace(msg.origin());
       Stream& s = it->second;
       // A stream starts at 0 (a producer's first sequence number), or for a durable recv where
       // the last run stopped: messages dropped before the first that arrives are missing too.
-      if (fresh) s.first = s.next = durable ? c.resume_seq(m.origin()) : 0;
-      if (m.end()) {
+      if (fresh) s.first = s.next = durable ? c.resume_seq(msg.origin()) : 0;
+      if (msg.end()) {
         if (!s.ended) ++ended;
         s.ended = true;
-        if (m.seq() > s.next) s.gaps += m.seq() - s.next;
+        if (msg.seq() > s.next) s.gaps += msg.seq() - s.next;
         continue;
       }
-      if (m.seq() != s.next) s.gaps += m.seq() > s.next ? m.seq() - s.next : 0;
-      s.next = m.seq() + 1;
+      if (msg.seq() != s.next) s.gaps += msg.seq() > s.next ? msg.seq() - s.next : 0;
+      s.next = msg.seq() + 1;
       ++s.messages;
       ++messages;
-      auto data = m.data();
+      auto data = msg.data();
       bytes += data.size();
       if (o.framing == Framing::kLength) {
         uint32_t n = uint32_t(data.size());
@@ -150,16 +183,12 @@ int run_recv(const RecvOptions& o) {
         out.put("\n", 1);
         ++written;
       }
-      if (durable) batch.push_back(std::move(m));
     }
     out.flush();
     if (fd != 1 && ::fsync(fd) != 0 && errno != EINVAL) {
       throw std::runtime_error(std::string("fsync: ") + std::strerror(errno));
     }
-    for (Message& held : batch) {
-      if (int r = held.release_at(written)) throw_last(r);
-    }
-    batch.clear();
+    release_batch();
   } catch (const Error& e) {
     std::fprintf(stderr, "hoprelay recv: %s\n", e.what());
     return exit_code_of(e.status());

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,10 +40,17 @@ size_t read_full(int fd, std::byte* out, size_t n) {
   return got;
 }
 
-// A buffered reader for the lines and length framings.
+// Whether reading fd now would block (a pipe with nothing in it yet).
+bool would_block(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+// A buffered reader for the lines and length framings. `idle` runs before a read that would
+// block (a stream with nothing more yet), so what was queued goes out while it waits.
 class Input {
  public:
-  explicit Input(int fd) : fd_(fd), buf_(1 << 20) {}
+  Input(int fd, std::function<void()> idle) : fd_(fd), buf_(1 << 20), idle_(std::move(idle)) {}
   // The next line without its newline (a last line without one counts too); false at EOF.
   bool line(std::vector<std::byte>& out) {
     out.clear();
@@ -72,6 +80,7 @@ class Input {
 
  private:
   bool fill() {
+    if (idle_ && would_block(fd_)) idle_();
     pos_ = 0;
     end_ = read_full_some();
     return end_ > 0;
@@ -86,14 +95,9 @@ class Input {
   }
   int fd_;
   std::vector<std::byte> buf_;
+  std::function<void()> idle_;
   size_t pos_ = 0, end_ = 0;
 };
-
-// Whether reading fd now would block (a pipe with nothing in it yet).
-bool would_block(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 0;
-}
 
 class Sender {
  public:
@@ -183,7 +187,9 @@ uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
     }
     return n;
   }
-  Input in(fd);
+  // The messages queued (HOPRELAY_SEND_MORE) go now: the last line of a burst must not wait
+  // for the next one.
+  Input in(fd, o.stdin_stream ? std::function<void()>([&p] { p.process(); }) : nullptr);
   std::vector<std::byte> record;
   for (;;) {
     s.pace(n);

@@ -194,6 +194,19 @@ std::vector<Diagnostic> Topology::warnings() const {
       }
     }
     if (n.slot_size >= fill + 4) continue;
+    if (n.is_head() && fill == n.slot_size) {
+      // What fills a head's slot is the producer's choice: a larger slot_size only lets it
+      // send larger messages, so the advice is about the messages.
+      out.push_back({path, n.pos,
+                     "nodes." + n.name + ": its crc32c stamp adds a 4-byte trailer, so a " +
+                         "message that fills one of its slots (" + std::to_string(fill) +
+                         " bytes) has no room and is dropped as stage_error: producers must " +
+                         "send messages of at most " + std::to_string(fill - 4) +
+                         " bytes (hoprelay send --size " + std::to_string(fill - 4) +
+                         "), or stamp at a node after the head",
+                     true});
+      continue;
+    }
     std::string msg = "nodes." + n.name + ": its crc32c stamp adds a 4-byte trailer, but its " +
                       "slots (" + std::to_string(n.slot_size) + " bytes) leave no room in a " +
                       "frame that " + from + " fills (" + std::to_string(fill) +

@@ -55,7 +55,16 @@ struct BuiltinAdaptor {
     }
   }
   static hoprelay_verdict process(void* self, hoprelay_msg* msg) {
-    return static_cast<Impl*>(self)->process(*msg);
+    try {
+      hoprelay_verdict v = static_cast<Impl*>(self)->process(*msg);
+      if (v != HOPRELAY_FORWARD && thrown().self == self) thrown().self = nullptr;
+      return v;
+    } catch (const std::exception& e) {
+      // Nothing may cross the C ABI into the node's event loop: one message's failure (an
+      // allocation, say) is that message's error, with the reason, not the daemon's end.
+      thrown() = {self, e.what()};
+      return HOPRELAY_ERROR;
+    }
   }
   static void flush(void* self) {
     try {
@@ -66,11 +75,23 @@ struct BuiltinAdaptor {
   }
   static void destroy(void* self) { delete static_cast<Impl*>(self); }
   static const char* last_error(void* self) {
+    if (thrown().self == self) return thrown().what.c_str();
     if constexpr (requires(Impl & i) { i.last_error(); }) {
       return static_cast<Impl*>(self)->last_error();
     } else {
       return nullptr;
     }
+  }
+
+  // The exception the last process() on this thread ended with, for last_error(), which the
+  // node calls right after it on the same thread.
+  struct Thrown {
+    void* self = nullptr;
+    std::string what;
+  };
+  static Thrown& thrown() {
+    thread_local Thrown t;
+    return t;
   }
 
   static constexpr hoprelay_stage_descriptor make(const char* name, const char* const* keys,

@@ -34,6 +34,13 @@ class Crc32cStage {
       m.flags |= HOPRELAY_MSG_CRC32C_TRAILER;
       return HOPRELAY_FORWARD;
     }
+    if (m.flags & HOPRELAY_MSG_ZSTD) {
+      // The trailer is inside the compressed bytes (stamped, then compressed): checking them
+      // would call the message corrupt.
+      why_ = "zstd-compressed: put a zstd stage with mode = \"decompress\" before this crc32c "
+             "verify";
+      return HOPRELAY_ERROR;
+    }
     if (!(m.flags & HOPRELAY_MSG_CRC32C_TRAILER) || m.length < 4) {
       why_ = "message carries no CRC32C trailer (no crc32c stamp upstream?)";
       return HOPRELAY_ERROR;

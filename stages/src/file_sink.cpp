@@ -146,7 +146,12 @@ class FileSink {
     const uint64_t size = file_size();
     const uint64_t recorded = positions_->app();
     length_ = size;
-    if (positions_->origins() == 0) return;  // a new state directory: the file is as it is
+    if (positions_->fresh()) {
+      // A new state directory: the file is as it is, and that length is recorded now.
+      positions_->start_at(size);
+      positions_->commit(true);
+      return;
+    }
     if (size > recorded) {
       if (::ftruncate(fd_, static_cast<off_t>(recorded)) != 0 || ::fdatasync(fd_) != 0) {
         throw std::system_error(errno, std::generic_category(), "cannot cut back " + path_);

@@ -51,17 +51,18 @@ PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
     if (n < 0) throw sys_error("cannot read", path_);
     if (size_t(n) < kHeader) continue;
     uint64_t generation = 0;
-    auto saved = next_;
+    auto saved = entries_;
     uint64_t saved_app = app_;
     if (load_slot(slot, generation) && (!found || generation > best)) {
       best = generation;
       found = true;
     } else {
-      next_ = std::move(saved);
+      entries_ = std::move(saved);
       app_ = saved_app;
     }
   }
   generation_ = best;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) index_[it->origin] = it;
 }
 
 PositionFile::~PositionFile() {
@@ -78,37 +79,59 @@ bool PositionFile::load_slot(const std::vector<std::byte>& slot, uint64_t& gener
   std::vector<std::byte> check(slot.begin(), slot.begin() + long(kHeader + count * kEntry));
   store_le<uint32_t>(check.data() + 28, 0);
   if (crc32c(check) != crc) return false;  // torn or damaged: the other slot counts
-  std::unordered_map<uint32_t, Entry> next;
+  std::list<Entry> entries;
   for (uint32_t i = 0; i < count; ++i) {
     const std::byte* e = slot.data() + kHeader + i * kEntry;
     const uint32_t flags = load_le<uint32_t>(e + 4);
     if (flags > 1) return false;
-    next[load_le<uint32_t>(e)] = {load_le<uint64_t>(e + 8), flags == 1};
+    entries.push_back({load_le<uint32_t>(e), load_le<uint64_t>(e + 8), flags == 1});
   }
-  next_ = std::move(next);
+  entries_ = std::move(entries);
   app_ = app;
   return true;
 }
 
-void PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {
-  Entry& n = next_[origin];
+PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>& forgot) {
+  if (auto it = index_.find(origin); it != index_.end()) {
+    entries_.splice(entries_.end(), entries_, it->second);  // no allocation
+    return *it->second;
+  }
+  if (entries_.size() >= kMaxOrigins) {
+    auto victim =
+        std::find_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.ended; });
+    if (victim == entries_.end()) victim = entries_.begin();
+    forgot = victim->origin;
+    index_.erase(victim->origin);
+    entries_.erase(victim);
+  }
+  entries_.push_back({origin, 0, false});
+  index_[origin] = std::prev(entries_.end());
+  return entries_.back();
+}
+
+std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {
+  std::optional<uint32_t> forgot;
+  Entry& n = use(origin, forgot);
   n.next = std::max(n.next, seq + 1);
   n.ended = false;
   app_ = app;
   dirty_ = true;
+  return forgot;
 }
 
-void PositionFile::end(uint32_t origin, uint64_t seq) {
-  Entry& n = next_[origin];
+std::optional<uint32_t> PositionFile::end(uint32_t origin, uint64_t seq) {
+  std::optional<uint32_t> forgot;
+  Entry& n = use(origin, forgot);
   n.next = std::max(n.next, seq);
   n.ended = true;
   dirty_ = true;
+  return forgot;
 }
 
 std::vector<std::pair<uint32_t, uint64_t>> PositionFile::ended() const {
   std::vector<std::pair<uint32_t, uint64_t>> out;
-  for (const auto& [origin, e] : next_) {
-    if (e.ended) out.emplace_back(origin, e.next);
+  for (const Entry& e : entries_) {
+    if (e.ended) out.emplace_back(e.origin, e.next);
   }
   return out;
 }
@@ -121,19 +144,15 @@ void PositionFile::commit(bool sync) {
     }
     return;
   }
-  if (next_.size() > kMaxOrigins) {
-    throw std::runtime_error("more than " + std::to_string(kMaxOrigins) +
-                             " origins for one position: " + path_);
-  }
   const uint64_t generation = generation_ + 1;
   std::memcpy(buf_.data(), kMagic, sizeof kMagic);
   store_le<uint64_t>(buf_.data() + 8, generation);
   store_le<uint64_t>(buf_.data() + 16, app_);
-  store_le<uint32_t>(buf_.data() + 24, static_cast<uint32_t>(next_.size()));
+  store_le<uint32_t>(buf_.data() + 24, static_cast<uint32_t>(entries_.size()));
   store_le<uint32_t>(buf_.data() + 28, 0);
   size_t at = kHeader;
-  for (const auto& [origin, e] : next_) {
-    store_le<uint32_t>(buf_.data() + at, origin);
+  for (const Entry& e : entries_) {
+    store_le<uint32_t>(buf_.data() + at, e.origin);
     store_le<uint32_t>(buf_.data() + at + 4, e.ended ? 1 : 0);
     store_le<uint64_t>(buf_.data() + at + 8, e.next);
     at += kEntry;

@@ -52,6 +52,11 @@ struct LogRecord {
 };
 static_assert(sizeof(LogRecord) == 24);
 
+// The sequence numbers it tracks per origin, from 0: a bitmap of 128 MiB at most. A message past
+// it (`hoprelay send --first-seq` far out) is an error that says so, not a bitmap that takes
+// the host's memory.
+constexpr uint64_t kMaxSeq = uint64_t{1} << 30;
+
 bool test_and_set(std::vector<uint64_t>& bits, uint64_t seq) {
   size_t word = seq / 64;
   if (word >= bits.size()) bits.resize(std::max(word + 1, bits.size() * 2), 0);
@@ -108,6 +113,10 @@ class VerifySink {
     if (!intact || check_pattern(payload, origin, seq) != PatternCheck::kOk || origin != m.origin ||
         seq != m.seq) {
       record(Verdict::kCorrupt, m.origin, m.seq, m.length);
+      return HOPRELAY_ERROR;
+    }
+    if (seq >= kMaxSeq) {
+      why_ = "sequence number past the 2^30 per origin that verify-sink tracks (it counts from 0)";
       return HOPRELAY_ERROR;
     }
     Verdict v = apply(Verdict::kReceived, origin, seq, payload.size(), true);
@@ -169,6 +178,9 @@ class VerifySink {
     LogRecord r;
     uint64_t n = 0;
     while (::read(log_fd_, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r))) {
+      // A record torn by a full disk shifts the ones after it: what cannot be a record is
+      // skipped rather than trusted (its seq could ask for any amount of memory).
+      if (r.verdict < 1 || r.verdict > 4 || r.seq >= kMaxSeq) continue;
       apply(static_cast<Verdict>(r.verdict), r.origin, r.seq, r.length, false);
       ++n;
     }

@@ -4,6 +4,8 @@
  * (the head replays it, the position says "taken"). One process, one thread: the topology's
  * node is a head and a leaf at once, so the consumer is the node the producer sends to.
  *
+ * Last, a plain release (no position of the application's) keeps the position released last.
+ *
  *   durable_order TOPOLOGY NODE STATE_DIR     (exit 0 and "durable_order: ok" on success) */
 #include <hoprelay/client.h>
 #include <stdio.h>
@@ -130,6 +132,29 @@ int main(int argc, char** argv) {
   if (hoprelay_consumer_release_at(c, &m[2], 30)) FAIL("release: %s", hoprelay_last_error());
   settle(c, p);
   if (hoprelay_consumer_app_position(c) != 30) FAIL("app_position after m2");
+
+  /* A plain release (no position of the application's own) keeps the last one: 0 there made
+   * a restarted `hoprelay recv --state-dir` cut its whole output file away. */
+  int rc = HOPRELAY_EAGAIN;
+  for (int i = 0; i < kTries && rc == HOPRELAY_EAGAIN; ++i) {
+    hoprelay_consumer_process(c);
+    rc = hoprelay_producer_send(p, "m3", 2, 0, NULL, 0);
+  }
+  if (rc) FAIL("send m3: %s", hoprelay_last_error());
+  struct hoprelay_message m3;
+  next(c, p, &m3);
+  expect_seq(&m3, 3);
+  if (hoprelay_consumer_release(c, &m3)) FAIL("release: %s", hoprelay_last_error());
+  settle(c, p);
+  hoprelay_consumer_close(c);
+  c = open_consumer(topology, node, dir);
+  if (hoprelay_consumer_resume_seq(c, kOrigin) != 4 || hoprelay_consumer_app_position(c) != 30) {
+    FAIL(
+        "after a plain release of m3: resume_seq %llu (expected 4), app_position %llu "
+        "(expected 30, kept from m2)",
+        (unsigned long long)hoprelay_consumer_resume_seq(c, kOrigin),
+        (unsigned long long)hoprelay_consumer_app_position(c));
+  }
   hoprelay_producer_destroy(p);
   hoprelay_consumer_close(c);
   printf("durable_order: ok\n");

@@ -1,7 +1,10 @@
 // Applications at both ends (docs/client.md): `hoprelay send --stdin` and `hoprelay recv`,
 // both built on libhoprelay, the consumer running leaf node c inside its own process. Real
 // processes on loopback; the bytes that come out must be the bytes that went in.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -158,6 +161,55 @@ TEST(Streams, LinesAndLengthFramingArriveRecordForRecord) {
     EXPECT_NE(recv->output().find("received 3000 messages"), std::string::npos) << recv->output();
     EXPECT_TRUE(same_file(in, out)) << framing;
   }
+  c.p.stop_all();
+}
+
+// recv that cannot write (a full disk) says so and exits 1, and releases nothing it did not
+// write: the next run gets every message. Before, it released each message while its bytes
+// still sat in its buffer, then died in std::terminate when the write failed: the producer
+// had been told they were delivered, and they were gone.
+TEST(Streams, RecvThatCannotWriteReleasesNothingAndTheNextRunGetsEverything) {
+  Chain c;
+  const fs::path in = c.dir / "in.txt", out = c.dir / "out.txt";
+  std::string lines;
+  for (int i = 0; i < 2000; ++i) lines += "line " + std::to_string(i) + "\n";
+  write_file(in, lines);
+  auto full = c.recv("/dev/full", {"--framing", "lines"});
+  auto send = c.send_stdin(in, "--framing lines");
+  EXPECT_EQ(full->wait(30s), 1) << full->output();
+  EXPECT_NE(full->output().find("hoprelay recv: write: No space left on device"), std::string::npos)
+      << full->output();
+  auto recv = c.recv(out, {"--framing", "lines"});
+  ASSERT_EQ(send->wait(60s), 0) << send->output();
+  ASSERT_EQ(recv->wait(60s), 0) << recv->output();
+  EXPECT_NE(recv->output().find("received 2000 messages"), std::string::npos) << recv->output();
+  EXPECT_TRUE(same_file(in, out));
+  c.p.stop_all();
+}
+
+// A stream that pauses: each line is a message, and the last one before the pause arrives
+// (and is written out) without waiting for the next. Before, `send --framing lines` kept the
+// last line of a burst queued, and recv kept it in its buffer.
+TEST(Streams, TheLastLineBeforeAPauseArrivesWithoutWaitingForTheNext) {
+  Chain c;
+  const fs::path fifo = c.dir / "in.fifo", out = c.dir / "out.txt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto recv = c.recv(out, {"--framing", "lines"});
+  std::string cmd = "exec '" + std::string(HOPRELAY_BIN) + "' send --topology '" +
+                    c.p.topology().string() + "' --to a --stdin --framing lines < '" +
+                    fifo.string() + "'";
+  Process send({"/bin/sh", "-c", cmd}, c.dir / "send.log");
+  int w = ::open(fifo.c_str(), O_WRONLY);  // until send has opened it
+  ASSERT_GE(w, 0);
+  const std::string burst = "one\ntwo\nthree\n";
+  ASSERT_EQ(::write(w, burst.data(), burst.size()), ssize_t(burst.size()));
+  EXPECT_TRUE(wait_until([&] { return read_file(out) == burst; }, 20s))
+      << "out: '" << read_file(out) << "'\n"
+      << send.output() << recv->output();
+  ::close(w);  // the end of the stream
+  EXPECT_EQ(send.wait(30s), 0) << send.output();
+  EXPECT_EQ(recv->wait(30s), 0) << recv->output();
+  EXPECT_EQ(read_file(out), burst);
   c.p.stop_all();
 }
 

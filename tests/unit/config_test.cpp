@@ -222,6 +222,19 @@ TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
   // The fix it names: no warning. Nor for verify, nor at a head with room.
   Topology fixed = parse_topology(with_pipeline(nodes + "slot_size = 65540\n"), "t.toml");
   EXPECT_TRUE(fixed.warnings().empty()) << dump(fixed.warnings());
+  // At a head, what fills a slot is the producer's message: a larger slot_size would not help,
+  // and the warning does not say it would.
+  Topology head = parse_topology(
+      with_pipeline("[nodes.a]\nlisten = \"10.0.0.1:7000\"\nstage = { plugin = \"crc32c\", "
+                    "mode = \"stamp\" }\n"),
+      "t.toml");
+  ASSERT_EQ(head.warnings().size(), 1u);
+  EXPECT_EQ(head.warnings()[0].format(),
+            "t.toml:" + std::to_string(head.find("a")->pos.line) +
+                ":1: warning: nodes.a: its crc32c stamp adds a 4-byte trailer, so a message that "
+                "fills one of its slots (65536 bytes) has no room and is dropped as stage_error: "
+                "producers must send messages of at most 65532 bytes (hoprelay send --size "
+                "65532), or stamp at a node after the head");
   // The demo pipeline of the README does not advertise what it would refuse.
   Topology demo = load_topology(HOPRELAY_SOURCE_DIR "/config/examples/demo.toml",
                                 {PluginCheck::Mode::kNone, ""});

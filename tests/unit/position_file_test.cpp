@@ -89,6 +89,36 @@ TEST_F(PositionDir, ATornCommitLeavesThePreviousOne) {
   EXPECT_EQ(p.next(1), 100u);
 }
 
+// Every `hoprelay send` run is an origin of its own: a taker that outlives more runs than a
+// slot holds forgets the one taken least recently, an ended stream first, and goes on (it
+// stopped for good at the first origin too many).
+TEST_F(PositionDir, MoreOriginsThanASlotHoldsForgetTheLeastRecentlyTakenEndedOnesFirst) {
+  constexpr uint32_t kMax = PositionFile::kMaxOrigins;
+  {
+    PositionFile p(dir_.string());
+    for (uint32_t o = 1; o <= kMax; ++o) EXPECT_FALSE(p.take(o, 5, o).has_value());
+    p.end(7, 6);      // origin 7's stream ended (and 7 is now the one used last)
+    p.take(1, 6, 0);  // origin 1 taken again: now among the most recent
+    p.commit();
+    EXPECT_EQ(p.origins(), kMax);
+    // A new origin: the ended stream goes, however recent.
+    EXPECT_EQ(p.take(kMax + 1, 0, 1), std::optional<uint32_t>(7));
+    // Then the least recently taken: 2 (1 was taken again).
+    EXPECT_EQ(p.take(kMax + 2, 0, 2), std::optional<uint32_t>(2));
+    p.commit();
+  }
+  // The order of use survives a restart: the next to go is 3.
+  PositionFile p(dir_.string());
+  EXPECT_EQ(p.origins(), kMax);
+  EXPECT_EQ(p.next(7), 0u);
+  EXPECT_EQ(p.next(2), 0u);
+  EXPECT_EQ(p.next(1), 7u);
+  EXPECT_EQ(p.next(3), 6u);
+  EXPECT_EQ(p.next(kMax + 2), 1u);
+  EXPECT_EQ(p.take(kMax + 3, 0, 3), std::optional<uint32_t>(3));
+  EXPECT_TRUE(p.ended().empty());
+}
+
 TEST_F(PositionDir, ADirectoryThatCannotBeCreatedIsReported) {
   fs::create_directories(dir_);
   std::ofstream(dir_ / "file") << "x";

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstddef>
 
@@ -76,6 +77,26 @@ TEST(Pattern, Crc32cKnownAnswer) {
   EXPECT_EQ(crc32c(zeros), 0x8A9136AAu);
   const char* digits = "123456789";
   EXPECT_EQ(crc32c({reinterpret_cast<const std::byte*>(digits), 9}), 0xE3069283u);
+}
+
+// A file-sink on a new state directory records where it starts at once: killed after writing
+// its first record but before recording its position, it is cut back on restart (the message
+// comes again from upstream). Before, the directory still counted as new, and the record was
+// kept and then written a second time.
+TEST(FileSinkState, KilledBeforeItsFirstPositionIsCutBackOnRestart) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hoprelay-fs-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "out.bin").string(), state = (dir / "state").string();
+  { std::ofstream(out, std::ios::binary) << "earlier"; }  // 7 bytes from before the sink
+  Params params{{"path", out}, {"state_dir", state}};
+  { Stage s = make("file-sink", params); }
+  // What a record written just before a SIGKILL leaves: bytes past the recorded position.
+  { std::ofstream(out, std::ios::binary | std::ios::app) << "half-done"; }
+  { Stage s = make("file-sink", params); }
+  EXPECT_EQ(std::filesystem::file_size(out), 7u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Stages, BuiltinsResolveAndUnknownIsRefused) {
@@ -191,6 +212,14 @@ TEST(Stages, Crc32cStampThenVerify) {
   Buf full(100, 100, 3, 6);  // no room for a trailer
   EXPECT_EQ(stamp.process(full.msg), HOPRELAY_ERROR);
   EXPECT_THROW(make("crc32c", {{"mode", "check"}}), StageError);
+  // Stamped, then compressed on the way: not "corrupted", but in the wrong order.
+  Buf compressed(100, 200, 3, 7);
+  ASSERT_EQ(stamp.process(compressed.msg), HOPRELAY_FORWARD);
+  compressed.msg.flags |= HOPRELAY_MSG_ZSTD;
+  EXPECT_EQ(verify.process(compressed.msg), HOPRELAY_ERROR);
+  EXPECT_EQ(std::string(verify.last_error()),
+            "zstd-compressed: put a zstd stage with mode = \"decompress\" before this crc32c "
+            "verify");
 }
 
 // A payload zstd shrinks: text that repeats, with a counter so it is not one run.
@@ -385,6 +414,38 @@ TEST_F(TempDir, SinksRefuseAZstdCompressedPayloadAndSayWhatToDo) {
   verify.flush();
   EXPECT_NE(slurp(report).find("\"corrupt\": 1"), std::string::npos) << slurp(report);
   EXPECT_EQ(fs::file_size(out), 104u);  // one record, of the second
+}
+
+// verify-sink tracks 2^30 sequence numbers per origin: a message past that is an error that
+// says so, and a verdict log with a torn record in it still loads. Before, such a sequence
+// number resized its bitmap to match: bad_alloc through the C ABI, and the daemon aborted, on
+// every restart too (the message came again).
+TEST_F(TempDir, VerifySinkRefusesASequenceNumberPastWhatItTracksAndLoadsATornLog) {
+  fs::path report = dir_ / "r.json";
+  {
+    Stage sink = make("verify-sink", {{"report", report.string()}});
+    Buf far(64, 64, 5, uint64_t{1} << 40);
+    EXPECT_EQ(sink.process(far.msg), HOPRELAY_ERROR);
+    EXPECT_EQ(sink.last_error(),
+              "sequence number past the 2^30 per origin that verify-sink tracks (it counts from "
+              "0)");
+    Buf near(64, 64, 5, 0);
+    EXPECT_EQ(sink.process(near.msg), HOPRELAY_FORWARD);
+  }
+  // A full disk cut a record short: the ones after it are read shifted.
+  { std::ofstream(report.string() + ".verdicts", std::ios::binary | std::ios::app) << "torn"; }
+  {
+    Stage sink = make("verify-sink", {{"report", report.string()}});
+    Buf next(64, 64, 5, 1);
+    for (int i = 0; i < 3; ++i) {
+      std::ofstream(report.string() + ".verdicts", std::ios::binary | std::ios::app)
+          << std::string(24, '\xff');  // garbage where records should be
+    }
+    EXPECT_EQ(sink.process(next.msg), HOPRELAY_FORWARD);
+  }
+  Stage again = make("verify-sink", {{"report", report.string()}});  // loads, skipping garbage
+  Buf last(64, 64, 5, 2);
+  EXPECT_EQ(again.process(last.msg), HOPRELAY_FORWARD);
 }
 
 TEST_F(TempDir, VerifySinkCountsAndReports) {

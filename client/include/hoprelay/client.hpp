@@ -128,6 +128,10 @@ class Message {
     return c_ ? hoprelay_consumer_release_at(std::exchange(c_, nullptr), &m_, app_position)
               : HOPRELAY_OK;
   }
+  // Gives the message up without releasing it, for an application that could not take it (a
+  // write failed): it is not acknowledged, keeps its slots until the Consumer is closed, and
+  // comes again to the next consumer of this node. The destructor would release it.
+  void abandon() { c_ = nullptr; }
 
  private:
   friend class Consumer;

@@ -9,9 +9,16 @@
 //
 // On disk: two fixed slots written in turn, each with a generation and a CRC32C, so a commit
 // torn by a power loss leaves the previous one readable.
+//
+// A slot holds kMaxOrigins origins. Every `hoprelay send` run is a new origin unless given one,
+// so a long-lived taker meets more: the one taken least recently is forgotten for the new one,
+// an ended stream first. Forgetting an origin costs only a replay of its messages, should one
+// still come (an upstream that took them back when a relay died): they are taken again.
 #pragma once
 
 #include <cstdint>
+#include <list>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,16 +36,26 @@ class PositionFile {
 
   // One past the highest sequence number of `origin` taken (0: none).
   uint64_t next(uint32_t origin) const {
-    auto it = next_.find(origin);
-    return it == next_.end() ? 0 : it->second.next;
+    auto it = index_.find(origin);
+    return it == index_.end() ? 0 : it->second->next;
   }
   uint64_t app() const { return app_; }
-  size_t origins() const { return next_.size(); }
+  size_t origins() const { return entries_.size(); }
+  // Nothing was ever committed here (a new directory).
+  bool fresh() const { return generation_ == 0; }
+  // Records `app` with no origin taken yet (commit() makes it durable): a taker that starts on
+  // an existing file records its length at once, so that a crash before its first message's
+  // commit is cut back to it rather than taken for a new directory again.
+  void start_at(uint64_t app) {
+    app_ = app;
+    dirty_ = true;
+  }
 
-  // The application took (origin, seq); `app` is its own position after it.
-  void take(uint32_t origin, uint64_t seq, uint64_t app);
+  // The application took (origin, seq); `app` is its own position after it. Returns the
+  // origin forgotten to make room for a new one (the header above), if one was.
+  std::optional<uint32_t> take(uint32_t origin, uint64_t seq, uint64_t app);
   // The stream of `origin` ended after the messages before `seq` (until a later message).
-  void end(uint32_t origin, uint64_t seq);
+  std::optional<uint32_t> end(uint32_t origin, uint64_t seq);
   // The origins whose stream ended, with the end mark's seq.
   std::vector<std::pair<uint32_t, uint64_t>> ended() const;
   bool dirty() const { return dirty_; }
@@ -51,18 +68,23 @@ class PositionFile {
   static constexpr size_t kMaxOrigins = (kSlotBytes - 32) / 16;
 
  private:
+  struct Entry {
+    uint32_t origin = 0;
+    uint64_t next = 0;
+    bool ended = false;
+  };
   bool load_slot(const std::vector<std::byte>& slot, uint64_t& generation);
+  // origin's entry, now the most recently used; a new one may forget another (`forgot`).
+  Entry& use(uint32_t origin, std::optional<uint32_t>& forgot);
 
   std::string path_;
   int fd_ = -1;
   uint64_t generation_ = 0;
   uint64_t app_ = 0;
   bool dirty_ = false;
-  struct Entry {
-    uint64_t next = 0;
-    bool ended = false;
-  };
-  std::unordered_map<uint32_t, Entry> next_;
+  // Least recently used first: the order a commit writes them in and a load reads them back.
+  std::list<Entry> entries_;
+  std::unordered_map<uint32_t, std::list<Entry>::iterator> index_;
   std::vector<std::byte> buf_;  // one slot, reused by every commit
   bool synced_ = true;          // the last write was made durable
 };
