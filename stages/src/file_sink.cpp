@@ -132,10 +132,23 @@ class FileSink {
   }
 
   void flush() {
-    if (!interval_) return;
-    // The records first, then the position that counts them.
-    if (::fdatasync(fd_) != 0) throw std::system_error(errno, std::generic_category(), path_);
-    if (positions_) positions_->commit(true);
+    if (!interval_ || !broken_.empty()) return;
+    try {
+      // The records first, then the position that counts them.
+      if (::fdatasync(fd_) != 0) {
+        throw std::system_error(errno, std::generic_category(),
+                                "cannot make durable (fdatasync) " + path_);
+      }
+      if (positions_) positions_->commit(true);
+    } catch (const std::exception& e) {
+      // What was acknowledged since the last flush may not be on disk, and the kernel reports
+      // a lost write-back once: taking more would acknowledge more such records. Every later
+      // message is an error, which the node counts and its producer hears of.
+      broken_ = std::string(e.what()) +
+                ": the records of the last second may not be on disk (fix it and restart the "
+                "node)";
+      error_ = broken_;
+    }
   }
 
   const char* last_error() const { return error_.c_str(); }

@@ -448,6 +448,21 @@ TEST_F(TempDir, VerifySinkRefusesASequenceNumberPastWhatItTracksAndLoadsATornLog
   EXPECT_EQ(again.process(last.msg), HOPRELAY_FORWARD);
 }
 
+// fsync = "interval": a flush that cannot make the records durable stops the sink, with the
+// reason on every later message (/dev/null refuses fdatasync as a failing disk would). Before,
+// the failure was dropped without a word, and the sink went on acknowledging.
+TEST(FileSinkState, AnIntervalFlushThatFailsStopsTheSinkAndSaysWhy) {
+  Stage sink = make("file-sink", {{"path", "/dev/null"}, {"fsync", "interval"}});
+  Buf first(64, 64, 1, 0);
+  EXPECT_EQ(sink.process(first.msg), HOPRELAY_FORWARD);
+  sink.flush();
+  Buf next(64, 64, 1, 1);
+  EXPECT_EQ(sink.process(next.msg), HOPRELAY_ERROR);
+  EXPECT_EQ(sink.last_error(),
+            "cannot make durable (fdatasync) /dev/null: Invalid argument: the records of the last "
+            "second may not be on disk (fix it and restart the node)");
+}
+
 TEST_F(TempDir, VerifySinkCountsAndReports) {
   fs::path report = dir_ / "r.json";
   {
