@@ -26,11 +26,17 @@ class Output {
       // messages of these bytes were not released, so they come again.
     }
   }
-  void put(const void* data, size_t n) {
-    if (buf_.size() + n > kSize) flush();
-    if (n >= kSize) return write_all(static_cast<const std::byte*>(data), n);
+  // True when what was buffered before went out (written to the kernel) on the way.
+  bool put(const void* data, size_t n) {
+    const bool wrote = !buf_.empty() && buf_.size() + n > kSize;
+    if (wrote) flush();
+    if (n >= kSize) {
+      write_all(static_cast<const std::byte*>(data), n);
+      return wrote;
+    }
     auto* p = static_cast<const std::byte*>(data);
     buf_.insert(buf_.end(), p, p + n);
+    return wrote;
   }
   void flush() {
     write_all(buf_.data(), buf_.size());
@@ -171,17 +177,24 @@ int run_recv(const RecvOptions& o) {
       ++messages;
       auto data = msg.data();
       bytes += data.size();
+      bool wrote = false;  // the bytes of every message before this one are written
       if (o.framing == Framing::kLength) {
         uint32_t n = uint32_t(data.size());
         unsigned char len[4] = {uint8_t(n >> 24), uint8_t(n >> 16), uint8_t(n >> 8), uint8_t(n)};
-        out.put(len, 4);
+        wrote |= out.put(len, 4);
         written += 4;
       }
-      out.put(data.data(), data.size());
+      wrote |= out.put(data.data(), data.size());
       written += data.size();
       if (o.framing == Framing::kLines) {
-        out.put("\n", 1);
+        wrote |= out.put("\n", 1);
         ++written;
+      }
+      if (wrote && !durable && batch.size() > 1) {
+        // Under a steady stream recv(0) seldom finds nothing: release what is written at
+        // every megabyte, not only once the consumer's ring is full of held messages.
+        for (auto it = batch.begin(); it != batch.end() - 1; ++it) it->release();
+        batch.erase(batch.begin(), batch.end() - 1);
       }
     }
     out.flush();

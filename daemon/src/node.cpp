@@ -501,9 +501,12 @@ uint64_t Node::resume_seq(const transport::PeerInfo& peer) {
 
 void Node::route(transport::Slot& slot, Partial* p) {
   hold(slot);
-  // A chunk goes where its message's first chunk went, whatever a reload changed since.
-  const std::vector<Downstream*>& to = p ? branches_of(*p).peers : active_;
-  if (spec_->route == config::Route::kBroadcast) {
+  // A chunk goes where its message's first chunk went, whatever a reload changed since (the
+  // peers and the route).
+  const BranchSet* set = p ? &branches_of(*p) : nullptr;
+  const std::vector<Downstream*>& to = set ? set->peers : active_;
+  const config::Route how = set ? set->route : spec_->route;
+  if (how == config::Route::kBroadcast) {
     slot.refs = static_cast<uint16_t>(to.size());
     slot.routes = slot.refs;
     for (Downstream* d : to) {
@@ -515,7 +518,7 @@ void Node::route(transport::Slot& slot, Partial* p) {
   // One branch per message: the chunks of a message follow the branch of its first, even
   // when a reload has removed that branch since (its set keeps it until they are acknowledged).
   Downstream* d = p ? branch_of(*p) : nullptr;
-  if (!d && spec_->route == config::Route::kRoundRobin) {
+  if (!d && how == config::Route::kRoundRobin) {
     d = to[round_robin_++ % to.size()];
   } else if (!d) {
     d = to[origin_branch(slot.origin, to.size())];

@@ -321,7 +321,7 @@ Node::BranchSet& Node::branches_of(Partial& p) {
   if (p.branches) return *static_cast<BranchSet*>(p.branches);
   if (!current_branches_) {
     // The first chunked message since a reload (or since the start): one allocation.
-    branch_sets_.push_back(std::make_unique<BranchSet>(BranchSet{active_, 0}));
+    branch_sets_.push_back(std::make_unique<BranchSet>(BranchSet{active_, spec_->route, 0}));
     current_branches_ = branch_sets_.back().get();
   }
   ++current_branches_->users;

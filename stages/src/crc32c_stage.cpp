@@ -34,13 +34,6 @@ class Crc32cStage {
       m.flags |= HOPRELAY_MSG_CRC32C_TRAILER;
       return HOPRELAY_FORWARD;
     }
-    if (m.flags & HOPRELAY_MSG_ZSTD) {
-      // The trailer is inside the compressed bytes (stamped, then compressed): checking them
-      // would call the message corrupt.
-      why_ = "zstd-compressed: put a zstd stage with mode = \"decompress\" before this crc32c "
-             "verify";
-      return HOPRELAY_ERROR;
-    }
     if (!(m.flags & HOPRELAY_MSG_CRC32C_TRAILER) || m.length < 4) {
       why_ = "message carries no CRC32C trailer (no crc32c stamp upstream?)";
       return HOPRELAY_ERROR;
@@ -48,7 +41,12 @@ class Crc32cStage {
     uint32_t want;
     std::memcpy(&want, m.data + m.length - 4, 4);
     if (crc32c({reinterpret_cast<const std::byte*>(m.data), m.length - 4}) != want) {
-      why_ = "CRC32C mismatch: the message was corrupted after it was stamped";
+      // Stamped, then compressed: the trailer is inside the compressed bytes (compressed, then
+      // stamped, it is outside them and matches).
+      why_ = (m.flags & HOPRELAY_MSG_ZSTD)
+                 ? "zstd-compressed since it was stamped: put a zstd stage with mode = "
+                   "\"decompress\" before this crc32c verify"
+                 : "CRC32C mismatch: the message was corrupted after it was stamped";
       return HOPRELAY_ERROR;
     }
     m.length -= 4;

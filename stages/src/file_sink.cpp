@@ -132,7 +132,7 @@ class FileSink {
   }
 
   void flush() {
-    if (!interval_ || !broken_.empty()) return;
+    if (!interval_ || sync_failed_) return;
     try {
       // The records first, then the position that counts them.
       if (::fdatasync(fd_) != 0) {
@@ -144,6 +144,7 @@ class FileSink {
       // What was acknowledged since the last flush may not be on disk, and the kernel reports
       // a lost write-back once: taking more would acknowledge more such records. Every later
       // message is an error, which the node counts and its producer hears of.
+      sync_failed_ = true;
       broken_ = std::string(e.what()) +
                 ": the records of the last second may not be on disk (fix it and restart the "
                 "node)";
@@ -204,6 +205,7 @@ class FileSink {
 
   std::string path_;
   int fd_ = -1;
+  bool sync_failed_ = false;  // a flush failed: what it would sync again may be gone
   bool always_ = false;
   bool interval_ = false;
   uint64_t length_ = 0;  // of the file, as this sink wrote it

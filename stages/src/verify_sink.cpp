@@ -52,14 +52,16 @@ struct LogRecord {
 };
 static_assert(sizeof(LogRecord) == 24);
 
-// The sequence numbers it tracks per origin, from 0: a bitmap of 128 MiB at most. A message past
-// it (`hoprelay send --first-seq` far out) is an error that says so, not a bitmap that takes
-// the host's memory.
-constexpr uint64_t kMaxSeq = uint64_t{1} << 30;
+// The sequence numbers it tracks per origin, from 0: two bitmaps of 32 MiB at most. A message
+// past it (`hoprelay send --first-seq` far out) is an error that says so, not a bitmap that
+// takes the host's memory.
+constexpr uint64_t kMaxSeq = uint64_t{1} << 28;
 
 bool test_and_set(std::vector<uint64_t>& bits, uint64_t seq) {
   size_t word = seq / 64;
-  if (word >= bits.size()) bits.resize(std::max(word + 1, bits.size() * 2), 0);
+  if (word >= bits.size()) {
+    bits.resize(std::min<size_t>(std::max(word + 1, bits.size() * 2), kMaxSeq / 64), 0);
+  }
   uint64_t bit = uint64_t{1} << (seq % 64);
   bool was = bits[word] & bit;
   bits[word] |= bit;
@@ -116,7 +118,7 @@ class VerifySink {
       return HOPRELAY_ERROR;
     }
     if (seq >= kMaxSeq) {
-      why_ = "sequence number past the 2^30 per origin that verify-sink tracks (it counts from 0)";
+      why_ = "sequence number past the 2^28 per origin that verify-sink tracks (it counts from 0)";
       return HOPRELAY_ERROR;
     }
     Verdict v = apply(Verdict::kReceived, origin, seq, payload.size(), true);

@@ -176,6 +176,44 @@ TEST(Reload, RemovedBroadcastBranchWithChunkedMessagesWhileTheOtherStalls) {
   EXPECT_EQ(c2.corrupt, 0);
 }
 
+// A reload that turns b's broadcast into round-robin between two chunks of a message: the rest
+// of that message still goes to both branches (a message keeps the route of its first chunk
+// too). Before, it went to one branch, and the other held the first chunks for ever: the
+// stream stopped.
+TEST(Reload, RouteChangedBetweenTwoChunksOfAMessage) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c1", "c2"}, "{ plugin = \"passthrough\" }", kBroadcast20},
+                   {"c1", {}, sink(dir, "c1")},
+                   {"c2", {}, sink(dir, "c2")}});
+  p.start_all();
+  constexpr uint64_t kLarge = 2000;
+  auto producer = start_and_stop_b_mid_message(p, kLarge);
+  p.change([](auto& nodes) { nodes[1].extra = "route = \"round-robin\"\nslots = 20\n"; });
+  p.proc("b").signal(SIGHUP);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return p.proc("b").output().find(
+                   "topology reloaded: downstream added - removed - "
+                   "moved -; route round-robin") != std::string::npos;
+      },
+      5s))
+      << p.proc("b").output();
+  p.proc("c1").signal(SIGCONT);
+  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
+  auto received = [&] {
+    return read_report(dir / "c1.json").received + read_report(dir / "c2.json").received;
+  };
+  // Every message at one sink at least (the first ones, broadcast, at both).
+  ASSERT_TRUE(wait_until([&] { return received() >= static_cast<long long>(kLarge); }, 10s));
+  p.stop_all();
+  for (const char* n : {"c1", "c2"}) {
+    Report r = read_report(dir / (std::string(n) + ".json"));
+    EXPECT_EQ(r.duplicates, 0) << n;
+    EXPECT_EQ(r.corrupt, 0) << n;
+  }
+}
+
 double incomplete_at(Pipeline& p, const std::string& node) {
   return metric_value(scrape(p.node(node).metrics), "hoprelay_messages_dropped_total",
                       "reason=\"incomplete\"");

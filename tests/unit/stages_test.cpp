@@ -216,10 +216,16 @@ TEST(Stages, Crc32cStampThenVerify) {
   Buf compressed(100, 200, 3, 7);
   ASSERT_EQ(stamp.process(compressed.msg), HOPRELAY_FORWARD);
   compressed.msg.flags |= HOPRELAY_MSG_ZSTD;
+  compressed.bytes[20] ^= std::byte{0x40};  // what compression does to the stamped bytes
   EXPECT_EQ(verify.process(compressed.msg), HOPRELAY_ERROR);
   EXPECT_EQ(std::string(verify.last_error()),
-            "zstd-compressed: put a zstd stage with mode = \"decompress\" before this crc32c "
-            "verify");
+            "zstd-compressed since it was stamped: put a zstd stage with mode = \"decompress\" "
+            "before this crc32c verify");
+  // Compressed, then stamped: the trailer is outside the compressed bytes, and matches.
+  Buf outside(100, 200, 3, 8);
+  outside.msg.flags |= HOPRELAY_MSG_ZSTD;
+  ASSERT_EQ(stamp.process(outside.msg), HOPRELAY_FORWARD);
+  EXPECT_EQ(verify.process(outside.msg), HOPRELAY_FORWARD);
 }
 
 // A payload zstd shrinks: text that repeats, with a counter so it is not one run.
@@ -416,7 +422,7 @@ TEST_F(TempDir, SinksRefuseAZstdCompressedPayloadAndSayWhatToDo) {
   EXPECT_EQ(fs::file_size(out), 104u);  // one record, of the second
 }
 
-// verify-sink tracks 2^30 sequence numbers per origin: a message past that is an error that
+// verify-sink tracks 2^28 sequence numbers per origin: a message past that is an error that
 // says so, and a verdict log with a torn record in it still loads. Before, such a sequence
 // number resized its bitmap to match: bad_alloc through the C ABI, and the daemon aborted, on
 // every restart too (the message came again).
@@ -427,7 +433,7 @@ TEST_F(TempDir, VerifySinkRefusesASequenceNumberPastWhatItTracksAndLoadsATornLog
     Buf far(64, 64, 5, uint64_t{1} << 40);
     EXPECT_EQ(sink.process(far.msg), HOPRELAY_ERROR);
     EXPECT_EQ(sink.last_error(),
-              "sequence number past the 2^30 per origin that verify-sink tracks (it counts from "
+              "sequence number past the 2^28 per origin that verify-sink tracks (it counts from "
               "0)");
     Buf near(64, 64, 5, 0);
     EXPECT_EQ(sink.process(near.msg), HOPRELAY_FORWARD);

@@ -150,13 +150,14 @@ class Node final : public transport::LinkEvents {
     Partial* assembling = nullptr;
   };
 
-  // The downstream peers of one moment: what active_ was when a chunked message's first
-  // chunk came. Its frames all go to that set, so a reload while it is half sent neither
-  // gives an added peer its tail (refused there as incomplete) nor leaves a removed one
-  // holding its head for ever. One set serves every message between two reloads; a removed
-  // peer is kept (retire_if_done) while a set in use holds it.
+  // The downstream peers of one moment, and the route: what active_ and the route were when
+  // a chunked message's first chunk came. Its frames all go to that set, so a reload while it is
+  // half sent neither gives an added peer its tail (refused there as incomplete) nor leaves a
+  // removed one holding its head for ever. One set serves every message between two reloads; a
+  // removed peer is kept (retire_if_done) while a set in use holds it.
   struct BranchSet {
     std::vector<Downstream*> peers;
+    config::Route route = config::Route::kBroadcast;  // and how they were chosen from
     uint32_t users = 0;  // open messages (Partial::branches) routed to it
   };
   // p's set: the current one (taken now, at its first chunk) or the one it has.
