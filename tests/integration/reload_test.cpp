@@ -21,6 +21,11 @@ double reload_ok(Pipeline& p, const std::string& node) {
   return metric_value(scrape(p.node(node).metrics), "hoprelay_config_last_reload_successful");
 }
 
+// Whether b's log says `text` within 5 s.
+bool b_logs(Pipeline& p, const std::string& text) {
+  return wait_until([&] { return p.proc("b").output().find(text) != std::string::npos; }, 5s);
+}
+
 TEST(Reload, DownstreamAddedRefusalsAndStageChangeUnderTraffic) {
   TempDir dir;
   // c2 is declared but nobody sends to it yet.
@@ -44,13 +49,7 @@ TEST(Reload, DownstreamAddedRefusalsAndStageChangeUnderTraffic) {
   // 2. A change that cannot be applied live: refused by name.
   p.change([](auto& nodes) { nodes[1].extra = "route = \"broadcast\"\nslots = 64\n"; });
   p.proc("b").signal(SIGHUP);
-  ASSERT_TRUE(wait_until(
-      [&] {
-        return p.proc("b").output().find("nodes.b.slots cannot change while the node runs") !=
-               std::string::npos;
-      },
-      5s))
-      << p.proc("b").output();
+  ASSERT_TRUE(b_logs(p, "nodes.b.slots cannot change while the node runs")) << p.proc("b").output();
 
   // 3. A good one: c2 added as a second branch, and the stage's parameters changed.
   p.change([](auto& nodes) {
@@ -96,13 +95,9 @@ TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
   p.proc("b").signal(SIGHUP);
   EXPECT_EQ(producer->wait(60s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c1", kMessages); }, 10s));
-  EXPECT_TRUE(wait_until(
-      [&] {
-        return p.proc("b").output().find(
-                   "downstream c2 removed: everything sent to it was "
-                   "acknowledged") != std::string::npos;
-      },
-      5s))
+  EXPECT_TRUE(b_logs(p,
+                     "downstream c2 removed: everything sent to it was "
+                     "acknowledged"))
       << p.proc("b").output();
   p.stop_all();
   expect_clean(read_report(dir / "c1.json"), kMessages);
@@ -152,19 +147,13 @@ TEST(Reload, RemovedBroadcastBranchWithChunkedMessagesWhileTheOtherStalls) {
   auto producer = start_and_stop_b_mid_message(p, kLarge);
   p.change([](auto& nodes) { nodes[1].downstream = {"c1"}; });
   p.proc("b").signal(SIGHUP);
-  ASSERT_TRUE(wait_until(
-      [&] { return p.proc("b").output().find("topology reloaded") != std::string::npos; }, 5s))
-      << p.proc("b").output();
+  ASSERT_TRUE(b_logs(p, "topology reloaded")) << p.proc("b").output();
   p.proc("c1").signal(SIGCONT);
   EXPECT_EQ(producer->wait(60s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c1", kLarge); }, 10s));
-  EXPECT_TRUE(wait_until(
-      [&] {
-        return p.proc("b").output().find(
-                   "downstream c2 removed: everything sent to it was "
-                   "acknowledged") != std::string::npos;
-      },
-      5s))
+  EXPECT_TRUE(b_logs(p,
+                     "downstream c2 removed: everything sent to it was "
+                     "acknowledged"))
       << p.proc("b").output();
   p.stop_all();
   expect_clean(read_report(dir / "c1.json"), kLarge);
@@ -191,13 +180,9 @@ TEST(Reload, RouteChangedBetweenTwoChunksOfAMessage) {
   auto producer = start_and_stop_b_mid_message(p, kLarge);
   p.change([](auto& nodes) { nodes[1].extra = "route = \"round-robin\"\nslots = 20\n"; });
   p.proc("b").signal(SIGHUP);
-  ASSERT_TRUE(wait_until(
-      [&] {
-        return p.proc("b").output().find(
-                   "topology reloaded: downstream added - removed - "
-                   "moved -; route round-robin") != std::string::npos;
-      },
-      5s))
+  ASSERT_TRUE(b_logs(p,
+                     "topology reloaded: downstream added - removed - "
+                     "moved -; route round-robin"))
       << p.proc("b").output();
   p.proc("c1").signal(SIGCONT);
   EXPECT_EQ(producer->wait(60s), 0) << producer->output();
@@ -234,13 +219,7 @@ TEST(Reload, AddedBroadcastBranchGetsNoHalfOfAChunkedMessage) {
   auto producer = start_and_stop_b_mid_message(p, kLarge);
   p.change([](auto& nodes) { nodes[1].downstream = {"c1", "c2"}; });
   for (const char* n : {"c2", "b", "a"}) p.proc(n).signal(SIGHUP);
-  ASSERT_TRUE(wait_until(
-      [&] {
-        return p.proc("b").output().find("topology reloaded: downstream added c2") !=
-               std::string::npos;
-      },
-      5s))
-      << p.proc("b").output();
+  ASSERT_TRUE(b_logs(p, "topology reloaded: downstream added c2")) << p.proc("b").output();
   p.proc("c1").signal(SIGCONT);
   EXPECT_EQ(producer->wait(60s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c1", kLarge); }, 10s));
