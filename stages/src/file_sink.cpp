@@ -84,8 +84,9 @@ class FileSink {
       error_ = kCompressedPayload;  // a record of compressed bytes would read as the message
       return HOPRELAY_ERROR;
     }
-    if (positions_ && m.seq < positions_->next(m.origin)) {
-      // Written before (by this run or one before it): delivered, so consumed, not again.
+    if (positions_ && positions_->had(m.origin, m.seq)) {
+      // Written by a run before this one (a repeat within this run never gets here: the
+      // node's deduplication drops it): delivered, so consumed, not written again.
       return HOPRELAY_FORWARD;
     }
     uint32_t len = m.length;

@@ -62,7 +62,10 @@ PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
     }
   }
   generation_ = best;
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) index_[it->origin] = it;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    index_[it->origin] = it;
+    opened_[it->origin] = it->next;
+  }
 }
 
 PositionFile::~PositionFile() {
@@ -112,8 +115,10 @@ PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>&
 std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {
   std::optional<uint32_t> forgot;
   Entry& n = use(origin, forgot);
+  // A late message below an end mark (a split that joins again) is still of the stream that
+  // ended; only one past it starts a new stream.
+  if (seq >= n.next) n.ended = false;
   n.next = std::max(n.next, seq + 1);
-  n.ended = false;
   app_ = app;
   dirty_ = true;
   return forgot;

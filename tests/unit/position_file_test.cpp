@@ -119,6 +119,37 @@ TEST_F(PositionDir, MoreOriginsThanASlotHoldsForgetTheLeastRecentlyTakenEndedOne
   EXPECT_TRUE(p.ended().empty());
 }
 
+// What a taker may take: below the position it opened with, a replay of an earlier run's; in
+// this run, a late message (a round-robin split that joined again), except one too far behind
+// the newest to be anything but a repeat (the deduplication window).
+TEST_F(PositionDir, BelowThePositionOpenedWithIsAReplayALateMessageOfThisRunIsNot) {
+  {
+    PositionFile p(dir_.string());
+    p.take(7, 9, 100);
+    p.end(8, 4);
+    p.commit();
+  }
+  PositionFile p(dir_.string());
+  EXPECT_TRUE(p.had(7, 0));
+  EXPECT_TRUE(p.had(7, 9));
+  EXPECT_FALSE(p.had(7, 10));
+  p.take(7, 20, 200);
+  p.take(7, 30, 300);
+  EXPECT_TRUE(p.had(7, 9));    // still an earlier run's
+  EXPECT_FALSE(p.had(7, 15));  // late, not a repeat: this run's deduplication drops those
+  EXPECT_FALSE(p.had(5, 0));   // an origin new to this run
+  p.take(5, PositionFile::kReorder + 10, 400);
+  EXPECT_FALSE(p.had(5, 11));
+  EXPECT_TRUE(p.had(5, 10));  // further behind the newest than any reorder a node lets through
+  // A late message below an end mark is of the stream that ended: the end stays.
+  p.take(8, 2, 500);
+  ASSERT_EQ(p.ended().size(), 1u);
+  EXPECT_EQ(p.ended()[0], (std::pair<uint32_t, uint64_t>{8, 4}));
+  p.take(8, 4, 600);  // one past it: a new stream
+  EXPECT_TRUE(p.ended().empty());
+  EXPECT_EQ(p.next(8), 5u);
+}
+
 TEST_F(PositionDir, ADirectoryThatCannotBeCreatedIsReported) {
   fs::create_directories(dir_);
   std::ofstream(dir_ / "file") << "x";

@@ -39,6 +39,20 @@ class PositionFile {
     auto it = index_.find(origin);
     return it == index_.end() ? 0 : it->second->next;
   }
+  // Whether (origin, seq) is one the taker had: a replay, to be consumed and not taken again.
+  // Below the position this file held when it was opened, it was taken by an earlier run.
+  // Within this run, the node's deduplication (daemon/dedup.h) has already dropped a repeat
+  // before the taker sees it, so a message below the running position is a late one, not a
+  // repeat: a round-robin split that joins again delivers an origin's messages out of order,
+  // and taking "below the highest" for "had it" would consume them unwritten. Only one more
+  // than kReorder below the newest taken is a repeat here too, as the deduplication judges.
+  bool had(uint32_t origin, uint64_t seq) const {
+    auto it = opened_.find(origin);
+    if (it != opened_.end() && seq < it->second) return true;
+    const uint64_t newest = next(origin);
+    return newest > kReorder && seq < newest - kReorder;
+  }
+  static constexpr uint64_t kReorder = 65536;  // the deduplication window (DedupTable::kWindow)
   uint64_t app() const { return app_; }
   size_t origins() const { return entries_.size(); }
   // Nothing was ever committed here (a new directory).
@@ -51,8 +65,8 @@ class PositionFile {
     dirty_ = true;
   }
 
-  // The application took (origin, seq); `app` is its own position after it. Returns the
-  // origin forgotten to make room for a new one (the header above), if one was.
+  // The application took (origin, seq), in any order; `app` is its own position after it.
+  // Returns the origin forgotten to make room for a new one (the header above), if one was.
   std::optional<uint32_t> take(uint32_t origin, uint64_t seq, uint64_t app);
   // The stream of `origin` ended after the messages before `seq` (until a later message).
   std::optional<uint32_t> end(uint32_t origin, uint64_t seq);
@@ -85,8 +99,9 @@ class PositionFile {
   // Least recently used first: the order a commit writes them in and a load reads them back.
   std::list<Entry> entries_;
   std::unordered_map<uint32_t, std::list<Entry>::iterator> index_;
-  std::vector<std::byte> buf_;  // one slot, reused by every commit
-  bool synced_ = true;          // the last write was made durable
+  std::unordered_map<uint32_t, uint64_t> opened_;  // next() of each origin when opened
+  std::vector<std::byte> buf_;                     // one slot, reused by every commit
+  bool synced_ = true;                             // the last write was made durable
 };
 
 }  // namespace hoprelay::stages
