@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hoprelay/client.hpp"
+#include "hoprelay/stages/position_file.h"
 #include "spdlog/spdlog.h"
 #include "streams.h"
 
@@ -99,6 +100,7 @@ int run_recv(const RecvOptions& o) {
         throw std::runtime_error("cannot write " + o.output + ": " + std::strerror(errno));
       }
       if (durable) {
+        stages::sync_directory_entry(o.output);  // created now, it must outlive a power loss
         const off_t keep = off_t(c.app_position());
         struct stat st {};
         if (::fstat(fd, &st) == 0 && st.st_size < keep) {

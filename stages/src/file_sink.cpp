@@ -60,6 +60,7 @@ class FileSink {
     if (!state_dir.empty()) {
       try {
         positions_ = std::make_unique<PositionFile>(state_dir);
+        sync_directory_entry(path_);  // the records file, if this open created it
         resume(args);
       } catch (...) {
         ::close(fd_);

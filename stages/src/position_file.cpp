@@ -38,18 +38,48 @@ std::runtime_error sys_error(const std::string& what, const std::string& path) {
 
 }  // namespace
 
+void sync_directory_entry(const std::string& entry) {
+  std::string path = entry;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();  // "state/" names "state"
+  const auto slash = path.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw sys_error("cannot open directory", dir);
+  const bool ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  if (!ok) throw sys_error("cannot make durable (fsync)", dir);
+}
+
 PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
-  if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) throw sys_error("cannot create", dir);
+  bool created_dir = false;
+  if (::mkdir(dir.c_str(), 0750) == 0) {
+    created_dir = true;
+  } else if (errno != EEXIST) {
+    throw sys_error("cannot create", dir);
+  }
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (fd_ < 0) throw sys_error("cannot open", path_);
+  try {
+    // Once per start: the directory and the file in it survive a power loss from here on.
+    if (created_dir) sync_directory_entry(dir);
+    sync_directory_entry(path_);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
   buf_.resize(kSlotBytes);
   uint64_t best = 0;
   bool found = false;
+  int written = 0;  // slots a commit began (their magic is there)
   for (int i = 0; i < 2; ++i) {
     std::vector<std::byte> slot(kSlotBytes);
     ssize_t n = ::pread(fd_, slot.data(), kSlotBytes, off_t(i) * off_t(kSlotBytes));
     if (n < 0) throw sys_error("cannot read", path_);
     if (size_t(n) < kHeader) continue;
+    if (std::memcmp(slot.data(), kMagic, sizeof kMagic) == 0) ++written;
     uint64_t generation = 0;
     auto saved = entries_;
     uint64_t saved_app = app_;
@@ -60,6 +90,17 @@ PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
       entries_ = std::move(saved);
       app_ = saved_app;
     }
+  }
+  if (!found && written == 2) {
+    // Both slots were committed once, and neither reads back: not a first commit torn by a
+    // crash (that leaves the other slot unwritten), but a damaged file. Starting afresh would
+    // take everything again, silently: the operator decides.
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(
+        "damaged: " + path_ +
+        " (neither of its two slots passes its checksum; restore it from a backup, or remove it "
+        "to start afresh: every message still held upstream is then taken again)");
   }
   generation_ = best;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {

@@ -89,6 +89,56 @@ TEST_F(PositionDir, ATornCommitLeavesThePreviousOne) {
   EXPECT_EQ(p.next(1), 100u);
 }
 
+// Both slots damaged is a damaged file, said so; only one (a first commit torn) is a new one.
+TEST_F(PositionDir, BothSlotsDamagedIsAnErrorNotAFreshStart) {
+  {
+    PositionFile p(dir_.string());
+    p.take(1, 41, 1);
+    p.commit();  // generation 1, slot 1
+  }
+  auto damage = [&](long at) {
+    std::fstream f(dir_ / "positions", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.put('\x55');
+  };
+  damage(long(PositionFile::kSlotBytes) + 40);
+  {
+    PositionFile p(dir_.string());  // slot 0 never written: a first commit torn
+    EXPECT_TRUE(p.fresh());
+    p.take(1, 50, 2);
+    p.commit();  // generation 1 again
+    p.take(1, 60, 3);
+    p.commit();  // generation 2, slot 0
+  }
+  damage(40);
+  damage(long(PositionFile::kSlotBytes) + 40);
+  try {
+    PositionFile p(dir_.string());
+    FAIL() << "opened a damaged file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged: " + (dir_ / "positions").string()),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("remove it to start afresh"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(PositionDir, ADirectoryEntryIsSyncedOrTheReasonSaid) {
+  fs::create_directories(dir_);
+  EXPECT_NO_THROW(sync_directory_entry((dir_ / "new-file").string()));
+  EXPECT_NO_THROW(sync_directory_entry(dir_.string() + "/"));
+  EXPECT_NO_THROW(sync_directory_entry("relative-name"));
+  try {
+    sync_directory_entry((dir_ / "missing" / "file").string());
+    FAIL() << "synced a directory that is not there";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open directory " + (dir_ / "missing").string()),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Every `hoprelay send` run is an origin of its own: a taker that outlives more runs than a
 // slot holds forgets the one taken least recently, an ended stream first, and goes on (it
 // stopped for good at the first origin too many).

@@ -25,6 +25,11 @@
 
 namespace hoprelay::stages {
 
+// Makes the directory entry of `path` durable: fsync of the directory that holds it. A file
+// just created is not found after a power loss until its directory has been synced, whatever
+// was fdatasync'ed into it. Throws std::runtime_error.
+void sync_directory_entry(const std::string& path);
+
 class PositionFile {
  public:
   // Opens (creates) DIR/positions and loads the last complete commit. Throws std::runtime_error
