@@ -141,6 +141,9 @@ struct Settings {
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);
   uint32_t threads = 1;
+  // slot_size was given but refused: its error is said once, and no link check compares with
+  // the default left in its place (that would add a second, false error).
+  bool slot_size_refused = false;
 };
 
 // One entry of [nodes], table or not, so that downstream names resolve against every declared
@@ -154,7 +157,8 @@ struct RawNode {
     size_t to;
     SourcePos pos;
   };
-  std::vector<Link> links;  // valid downstream links only
+  std::vector<Link> links;         // valid downstream links only
+  bool slot_size_refused = false;  // Settings::slot_size_refused
 };
 
 struct AddressUse {
@@ -326,6 +330,7 @@ class Validator {
   }
 
   void parse_slot_size(const Entry& e, const std::string& name, Settings& s) {
+    s.slot_size_refused = true;  // until it is taken
     std::optional<uint64_t> bytes;
     std::string spelled;
     if (auto i = e.value->as_integer()) {
@@ -352,6 +357,7 @@ class Validator {
       return;
     }
     s.slot_size = static_cast<uint32_t>(*bytes);
+    s.slot_size_refused = false;
   }
 
   void parse_peer_down_timeout(const Entry& e, const std::string& name, Settings& s) {
@@ -507,6 +513,7 @@ class Validator {
     }
     spec.transport = s.transport;
     spec.slot_size = s.slot_size;
+    raw.slot_size_refused = s.slot_size_refused;
     spec.slots = s.slots;
     spec.ingress = s.ingress;
     spec.forward = s.forward;
@@ -753,7 +760,8 @@ class Validator {
       for (const auto& link : from.links) {
         const NodeSpec& a = from.spec;
         const NodeSpec& b = raw_nodes_[link.to].spec;
-        if (b.slot_size < a.slot_size) {
+        const bool sizes_known = !from.slot_size_refused && !raw_nodes_[link.to].slot_size_refused;
+        if (sizes_known && b.slot_size < a.slot_size) {
           error(link.pos, "nodes." + from.name + ".downstream: " + quoted(b.name) +
                               " has slot_size " + std::to_string(b.slot_size) + " but " +
                               quoted(a.name) + " forwards messages of up to " +

@@ -696,6 +696,27 @@ TEST(ConfigTest, SlotSizeOutOfRange) {
                      "t"));
 }
 
+// A refused slot_size is one error: the default left in its place is not compared along a
+// link (a gave 1MiB, b's "32MiB" is refused; b's default 64KiB < 1MiB was a second, false error).
+TEST(ConfigTest, ARefusedSlotSizeIsNotAlsoALinkError) {
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nslot_size = \"1MiB\"\n"
+                             "downstream = [\"b\"]\n[nodes.b]\nlisten = \"h:2\"\n"
+                             "slot_size = \"32MiB\"\n"),
+               9, 13, "nodes.b.slot_size \"32MiB\" is out of range");
+  expect_error(
+      "[pipeline]\nname = \"d\"\nslot_size = \"64KB\"\n[nodes.a]\nlisten = \"h:1\"\n"
+      "slot_size = \"1MiB\"\ndownstream = [\"b\"]\n[nodes.b]\nlisten = \"h:2\"\n",
+      3, 13, "pipeline.slot_size \"64KB\" is not a size");
+  // A node's own valid slot_size still counts under a refused pipeline one.
+  auto d = errors_of(
+      "[pipeline]\nname = \"d\"\nslot_size = 1\n[nodes.a]\nlisten = \"h:1\"\n"
+      "slot_size = \"1MiB\"\ndownstream = [\"b\"]\n[nodes.b]\nlisten = \"h:2\"\nslot_size = "
+      "4096\n");
+  ASSERT_EQ(d.size(), 2u) << dump(d);
+  EXPECT_NE(d[1].message.find("\"b\" has slot_size 4096 but \"a\" forwards"), std::string::npos)
+      << dump(d);
+}
+
 TEST(ConfigTest, SlotSizeThatDoesNotParseNamesTheUnits) {
   expect_error("[pipeline]\nname = \"d\"\nslot_size = \"64KB\"\n[nodes.a]\nlisten = \"h:1\"\n", 3,
                13,
