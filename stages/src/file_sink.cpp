@@ -52,6 +52,10 @@ class FileSink {
     }
     try {
       length_ = file_size();
+      // Durable records need a durable name: the records file, if this open created it.
+      if (always_ || interval_ || !args.get_or("state_dir", "").empty()) {
+        sync_directory_entry(path_);
+      }
     } catch (...) {
       ::close(fd_);
       throw;
@@ -60,7 +64,6 @@ class FileSink {
     if (!state_dir.empty()) {
       try {
         positions_ = std::make_unique<PositionFile>(state_dir);
-        sync_directory_entry(path_);  // the records file, if this open created it
         resume(args);
       } catch (...) {
         ::close(fd_);

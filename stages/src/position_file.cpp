@@ -46,7 +46,8 @@ void sync_directory_entry(const std::string& entry) {
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw sys_error("cannot open directory", dir);
-  const bool ok = ::fsync(fd) == 0;
+  // EINVAL: a file system that has no directory sync (as fsync(2) allows): nothing to wait for.
+  const bool ok = ::fsync(fd) == 0 || errno == EINVAL;
   const int err = errno;
   ::close(fd);
   errno = err;
@@ -93,14 +94,16 @@ PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
   }
   if (!found && written == 2) {
     // Both slots were committed once, and neither reads back: not a first commit torn by a
-    // crash (that leaves the other slot unwritten), but a damaged file. Starting afresh would
-    // take everything again, silently: the operator decides.
+    // crash (that leaves the other slot unwritten), but a damaged file, or a power loss while
+    // both slots were unsynced (commit(false): file-sink's fsync other than "always").
+    // Starting afresh would take everything again, silently: the operator decides.
     ::close(fd_);
     fd_ = -1;
     throw std::runtime_error(
         "damaged: " + path_ +
-        " (neither of its two slots passes its checksum; restore it from a backup, or remove it "
-        "to start afresh: every message still held upstream is then taken again)");
+        " (neither of its two slots reads back: a checksum, or a value out of range; restore it "
+        "from a backup, or remove it to start afresh: every message still held upstream is then "
+        "taken again)");
   }
   generation_ = best;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -146,11 +149,48 @@ PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>&
     if (victim == entries_.end()) victim = entries_.begin();
     forgot = victim->origin;
     index_.erase(victim->origin);
+    opened_.erase(victim->origin);  // taken again, should its messages come (the header)
+    taken_.erase(victim->origin);
     entries_.erase(victim);
   }
   entries_.push_back({origin, 0, false});
   index_[origin] = std::prev(entries_.end());
   return entries_.back();
+}
+
+bool PositionFile::had(uint32_t origin, uint64_t seq) const {
+  if (auto it = opened_.find(origin); it != opened_.end() && seq < it->second) return true;
+  if (seq >= next(origin)) return false;
+  auto it = taken_.find(origin);
+  if (it == taken_.end()) return false;  // none taken in this run (an end mark moved next)
+  const Taken& t = it->second;
+  if (seq < t.base) return true;  // too far behind the newest to be anything but a repeat
+  return (t.bits[(seq / 64) % t.bits.size()] >> (seq % 64)) & 1;
+}
+
+void PositionFile::mark_taken(uint32_t origin, uint64_t seq) {
+  constexpr uint64_t kWords = kReorder / 64;
+  auto [it, fresh] = taken_.try_emplace(origin);
+  Taken& t = it->second;
+  if (fresh) {
+    t.bits.assign(kWords, 0);
+    // Everything below the position as opened is had anyway: the window starts at the
+    // newest's reach.
+    t.base = seq >= kReorder ? (seq - kReorder + 64) & ~uint64_t{63} : 0;
+  }
+  if (seq < t.base) return;
+  if (seq >= t.base + kReorder) {
+    // Slide up: the words that come into the window start empty.
+    const uint64_t new_base = (seq - kReorder + 64) & ~uint64_t{63};
+    const uint64_t moved = (new_base - t.base) / 64;
+    if (moved >= kWords) {
+      std::fill(t.bits.begin(), t.bits.end(), 0);
+    } else {
+      for (uint64_t w = 0; w < moved; ++w) t.bits[(t.base / 64 + kWords + w) % kWords] = 0;
+    }
+    t.base = new_base;
+  }
+  t.bits[(seq / 64) % kWords] |= uint64_t{1} << (seq % 64);
 }
 
 std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {
@@ -160,6 +200,7 @@ std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64
   // ended; only one past it starts a new stream.
   if (seq >= n.next) n.ended = false;
   n.next = std::max(n.next, seq + 1);
+  mark_taken(origin, seq);
   app_ = app;
   dirty_ = true;
   return forgot;

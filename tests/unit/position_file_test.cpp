@@ -186,11 +186,26 @@ TEST_F(PositionDir, BelowThePositionOpenedWithIsAReplayALateMessageOfThisRunIsNo
   p.take(7, 20, 200);
   p.take(7, 30, 300);
   EXPECT_TRUE(p.had(7, 9));    // still an earlier run's
-  EXPECT_FALSE(p.had(7, 15));  // late, not a repeat: this run's deduplication drops those
-  EXPECT_FALSE(p.had(5, 0));   // an origin new to this run
-  p.take(5, PositionFile::kReorder + 10, 400);
-  EXPECT_FALSE(p.had(5, 11));
+  EXPECT_FALSE(p.had(7, 15));  // late: taken when it comes
+  EXPECT_TRUE(p.had(7, 20));   // this run's, again
+  EXPECT_TRUE(p.had(7, 30));
+  p.take(7, 15, 350);
+  EXPECT_TRUE(p.had(7, 15));
+  EXPECT_EQ(p.next(7), 31u);
+  EXPECT_FALSE(p.had(5, 0));  // an origin new to this run
+  const uint64_t far = PositionFile::kReorder + 1000;
+  p.take(5, far, 400);
+  EXPECT_FALSE(p.had(5, far - PositionFile::kReorder + 64));
   EXPECT_TRUE(p.had(5, 10));  // further behind the newest than any reorder a node lets through
+  // The window slides with the newest, by whole words, and what it slid over is forgotten:
+  // far + 1 is one word further than far - kReorder + 64 and was taken; 2 * far is not.
+  p.take(5, far + 1, 410);
+  for (uint64_t seq = far + 2; seq < 3 * far; seq += 997) EXPECT_FALSE(p.had(5, seq)) << seq;
+  p.take(5, 3 * far, 420);
+  EXPECT_TRUE(p.had(5, far + 1));  // now behind by more than kReorder: a repeat
+  EXPECT_TRUE(p.had(5, 3 * far));
+  EXPECT_FALSE(p.had(5, 3 * far - 1));
+  EXPECT_FALSE(p.had(5, 3 * far - PositionFile::kReorder + 64));
   // A late message below an end mark is of the stream that ended: the end stays.
   p.take(8, 2, 500);
   ASSERT_EQ(p.ended().size(), 1u);
@@ -198,6 +213,9 @@ TEST_F(PositionDir, BelowThePositionOpenedWithIsAReplayALateMessageOfThisRunIsNo
   p.take(8, 4, 600);  // one past it: a new stream
   EXPECT_TRUE(p.ended().empty());
   EXPECT_EQ(p.next(8), 5u);
+  // An end mark alone moves the position, and takes nothing: below it is not had.
+  p.end(6, 100);
+  EXPECT_FALSE(p.had(6, 50));
 }
 
 TEST_F(PositionDir, ADirectoryThatCannotBeCreatedIsReported) {

@@ -45,19 +45,13 @@ class PositionFile {
     return it == index_.end() ? 0 : it->second->next;
   }
   // Whether (origin, seq) is one the taker had: a replay, to be consumed and not taken again.
-  // Below the position this file held when it was opened, it was taken by an earlier run.
-  // Within this run, the node's deduplication (daemon/dedup.h) has already dropped a repeat
-  // before the taker sees it, so a message below the running position is a late one, not a
-  // repeat: a round-robin split that joins again delivers an origin's messages out of order,
-  // and taking "below the highest" for "had it" would consume them unwritten. Only one more
-  // than kReorder below the newest taken is a repeat here too, as the deduplication judges.
-  bool had(uint32_t origin, uint64_t seq) const {
-    auto it = opened_.find(origin);
-    if (it != opened_.end() && seq < it->second) return true;
-    const uint64_t newest = next(origin);
-    return newest > kReorder && seq < newest - kReorder;
-  }
-  static constexpr uint64_t kReorder = 65536;  // the deduplication window (DedupTable::kWindow)
+  // Below the position this file held when it was opened: taken by an earlier run. Above it,
+  // what this run took, one bit per sequence number over the last kReorder below the newest:
+  // a round-robin split that joins again delivers an origin's messages out of order, and
+  // taking "below the highest" for "had it" consumed the late ones unwritten. Further behind
+  // than that is a repeat (as the node's deduplication judges, DedupTable::kWindow).
+  bool had(uint32_t origin, uint64_t seq) const;
+  static constexpr uint64_t kReorder = 65536;
   uint64_t app() const { return app_; }
   size_t origins() const { return entries_.size(); }
   // Nothing was ever committed here (a new directory).
@@ -105,8 +99,16 @@ class PositionFile {
   std::list<Entry> entries_;
   std::unordered_map<uint32_t, std::list<Entry>::iterator> index_;
   std::unordered_map<uint32_t, uint64_t> opened_;  // next() of each origin when opened
-  std::vector<std::byte> buf_;                     // one slot, reused by every commit
-  bool synced_ = true;                             // the last write was made durable
+  // What this run took of an origin: bit (seq / 64) % words, seq in [base, base + kReorder).
+  // 8 KiB, allocated at an origin's first message of the run (not per message).
+  struct Taken {
+    uint64_t base = 0;  // a multiple of 64
+    std::vector<uint64_t> bits;
+  };
+  void mark_taken(uint32_t origin, uint64_t seq);
+  std::unordered_map<uint32_t, Taken> taken_;
+  std::vector<std::byte> buf_;  // one slot, reused by every commit
+  bool synced_ = true;          // the last write was made durable
 };
 
 }  // namespace hoprelay::stages
