@@ -206,10 +206,18 @@ TEST(Streams, TheLastLineBeforeAPauseArrivesWithoutWaitingForTheNext) {
   EXPECT_TRUE(wait_until([&] { return read_file(out) == burst; }, 20s))
       << "out: '" << read_file(out) << "'\n"
       << send.output() << recv->output();
+  // A burst of more messages than the head's credits (32 slots), 4.5 MB in lines of 15,000
+  // bytes: all of it arrives during the pause, not only what one turn of the producer sends.
+  std::string more;
+  for (int i = 0; i < 300; ++i) more += std::to_string(i) + std::string(15000, 'x') + "\n";
+  ASSERT_EQ(::write(w, more.data(), more.size()), ssize_t(more.size()));
+  EXPECT_TRUE(wait_until([&] { return read_file(out).size() == burst.size() + more.size(); }, 20s))
+      << read_file(out).size() << " of " << burst.size() + more.size() << " bytes\n"
+      << send.output() << recv->output();
   ::close(w);  // the end of the stream
   EXPECT_EQ(send.wait(30s), 0) << send.output();
   EXPECT_EQ(recv->wait(30s), 0) << recv->output();
-  EXPECT_EQ(read_file(out), burst);
+  EXPECT_EQ(read_file(out), burst + more);
   c.p.stop_all();
 }
 
