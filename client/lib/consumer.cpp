@@ -97,8 +97,9 @@ Consumer::Item& Consumer::take_item() {
 void Consumer::on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
                             transport::Slot& held, bool reassembled) {
   if (positions_ && positions_->had(origin, seq)) {
-    // Taken by the application before this consumer restarted: a replay. Acknowledged, not
-    // handed over again. (Within a run the node's deduplication drops a repeat before here.)
+    // Taken by the application before (this consumer restarted, or what fed it did): a
+    // replay. Acknowledged, not handed over again. (A late message of a split that joins
+    // again is not "had": it is handed over.)
     ++skipped_;
     return node_->release_delivered(held);
   }

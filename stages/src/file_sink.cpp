@@ -89,8 +89,8 @@ class FileSink {
       return HOPRELAY_ERROR;
     }
     if (positions_ && positions_->had(m.origin, m.seq)) {
-      // Written by a run before this one (a repeat within this run never gets here: the
-      // node's deduplication drops it): delivered, so consumed, not written again.
+      // Written before, by this run or one before it: delivered, so consumed, not written
+      // again. (A late message of a split that joins again is not "had": it is written.)
       return HOPRELAY_FORWARD;
     }
     uint32_t len = m.length;

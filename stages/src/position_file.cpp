@@ -78,7 +78,12 @@ PositionFile::PositionFile(const std::string& dir) : path_(dir + "/positions") {
   for (int i = 0; i < 2; ++i) {
     std::vector<std::byte> slot(kSlotBytes);
     ssize_t n = ::pread(fd_, slot.data(), kSlotBytes, off_t(i) * off_t(kSlotBytes));
-    if (n < 0) throw sys_error("cannot read", path_);
+    if (n < 0) {
+      auto e = sys_error("cannot read", path_);
+      ::close(fd_);
+      fd_ = -1;
+      throw e;
+    }
     if (size_t(n) < kHeader) continue;
     if (std::memcmp(slot.data(), kMagic, sizeof kMagic) == 0) ++written;
     uint64_t generation = 0;
@@ -165,6 +170,7 @@ bool PositionFile::had(uint32_t origin, uint64_t seq) const {
   if (it == taken_.end()) return false;  // none taken in this run (an end mark moved next)
   const Taken& t = it->second;
   if (seq < t.base) return true;  // too far behind the newest to be anything but a repeat
+  if (seq - t.base >= kReorder) return false;  // past the window (an end mark moved next)
   return (t.bits[(seq / 64) % t.bits.size()] >> (seq % 64)) & 1;
 }
 
@@ -179,7 +185,7 @@ void PositionFile::mark_taken(uint32_t origin, uint64_t seq) {
     t.base = seq >= kReorder ? (seq - kReorder + 64) & ~uint64_t{63} : 0;
   }
   if (seq < t.base) return;
-  if (seq >= t.base + kReorder) {
+  if (seq - t.base >= kReorder) {  // (not seq >= base + kReorder: that wraps near 2^64)
     // Slide up: the words that come into the window start empty.
     const uint64_t new_base = (seq - kReorder + 64) & ~uint64_t{63};
     const uint64_t moved = (new_base - t.base) / 64;
@@ -199,7 +205,7 @@ std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64
   // A late message below an end mark (a split that joins again) is still of the stream that
   // ended; only one past it starts a new stream.
   if (seq >= n.next) n.ended = false;
-  n.next = std::max(n.next, seq + 1);
+  n.next = std::max(n.next, seq == UINT64_MAX ? seq : seq + 1);  // (a producer's --first-seq)
   mark_taken(origin, seq);
   app_ = app;
   dirty_ = true;
@@ -209,8 +215,10 @@ std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64
 std::optional<uint32_t> PositionFile::end(uint32_t origin, uint64_t seq) {
   std::optional<uint32_t> forgot;
   Entry& n = use(origin, forgot);
+  // Below the position, a late copy of an end mark (one per branch where a split joins
+  // again): a newer stream of the origin may have been taken since, and is not ended.
+  if (seq >= n.next) n.ended = true;
   n.next = std::max(n.next, seq);
-  n.ended = true;
   dirty_ = true;
   return forgot;
 }

@@ -213,9 +213,27 @@ TEST_F(PositionDir, BelowThePositionOpenedWithIsAReplayALateMessageOfThisRunIsNo
   p.take(8, 4, 600);  // one past it: a new stream
   EXPECT_TRUE(p.ended().empty());
   EXPECT_EQ(p.next(8), 5u);
-  // An end mark alone moves the position, and takes nothing: below it is not had.
+  // An end mark alone moves the position, and takes nothing: below it is not had, nor past
+  // the window of what was taken (its bits would alias a taken one's).
   p.end(6, 100);
   EXPECT_FALSE(p.had(6, 50));
+  p.take(9, 5, 700);
+  p.end(9, 70000);
+  EXPECT_FALSE(p.had(9, 65541));  // ring word 0, bit 5: where seq 5 is
+  EXPECT_TRUE(p.had(9, 5));
+  // A late copy of an end mark (one per branch) below a newer stream's message ends nothing.
+  p.take(9, 70000, 800);
+  p.end(9, 70000);
+  for (const auto& [origin, seq] : p.ended()) EXPECT_NE(origin, 9u) << seq;
+  // Near 2^64 (a producer's --first-seq): the window does not wrap.
+  const uint64_t top = UINT64_MAX - 63;
+  p.take(10, top, 900);
+  p.take(10, top - 136, 910);
+  EXPECT_TRUE(p.had(10, top));
+  EXPECT_TRUE(p.had(10, top - 136));
+  EXPECT_FALSE(p.had(10, top - 1));
+  p.take(10, UINT64_MAX, 920);
+  EXPECT_EQ(p.next(10), UINT64_MAX);  // saturates: it does not wrap to 0
 }
 
 TEST_F(PositionDir, ADirectoryThatCannotBeCreatedIsReported) {
