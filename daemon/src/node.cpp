@@ -103,6 +103,7 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   residence_seconds_ = &metrics_->residence_seconds();
   configure_workers();
   metrics_->config_loaded(true, topology_->hash);
+  export_upstream_series();
   for (const auto& name : spec_->downstream) add_downstream(name);
   rebuild_active();
   if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {
@@ -110,6 +111,20 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
         "on_peer_down = drop-after: messages for a downstream down longer than {} are "
         "dropped",
         config::duration_text(spec_->peer_down_timeout));
+  }
+}
+
+// The inbound series of every peer that may send to this node exist from start, at 0: a
+// series that appears only with its first message may already hold a whole burst at its first
+// scrape, and rate() of that series is 0 (a false HoprelayNoTraffic for a head whose first
+// stream fits between two scrapes).
+void Node::export_upstream_series() {
+  const bool verbs = transport_->name() == "verbs";
+  std::vector<std::string> peers = spec_->upstream;
+  if (peers.empty()) peers.emplace_back("producer");
+  for (const auto& peer : peers) {
+    metrics_->inbound(peer, verbs);
+    metrics_->link_slots_in_use(peer);
   }
 }
 
@@ -1040,6 +1055,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
     watch_peer_down(*d);
   }
   rebuild_active();
+  export_upstream_series();
   metrics_->config_loaded(true, topology_->hash);
   auto list = [](const std::vector<std::string>& v) {
     std::string out;

@@ -377,13 +377,22 @@ TEST(Prometheus, ScrapesThePipelineAndSeesTheTraffic) {
       << "prometheus did not become ready:\n"
       << prom.output();
 
-  // Every node scraped, and before any traffic nothing received yet (b and c have their
-  // series from their upstream links; a's appears with the first producer).
+  // Every node scraped, and before any traffic nothing received yet. Every inbound series
+  // exists from start, a's producer series too: were it to appear with the first producer, a
+  // send that fits between two scrapes would be first seen at its total, rate() would be 0
+  // and HoprelayNoTraffic would be pending below.
   ASSERT_TRUE(wait_until([&] { return api.value("count(up{job=\"hoprelay\"} == 1)") == 3; }, 20s))
       << api.query_json("up") << "\n"
       << prom.output();
   EXPECT_EQ(api.value("sum(hoprelay_messages_received_total{job=\"hoprelay\"})"), 0)
       << api.query_json("hoprelay_messages_received_total");
+  EXPECT_EQ(
+      api.value("count(hoprelay_messages_received_total" + sel("a", "peer=\"producer\"") + ")"), 1)
+      << api.query_json("hoprelay_messages_received_total");
+  EXPECT_EQ(api.value("count(hoprelay_link_up" + sel("a", "peer=\"producer\",direction=\"in\"") +
+                      " == 0)"),
+            1)
+      << api.query_json("hoprelay_link_up");
   EXPECT_EQ(api.value("count(hoprelay_build_info" + sel("b", "node=\"b\"") + ")"), 1)
       << api.query_json("hoprelay_build_info");
 

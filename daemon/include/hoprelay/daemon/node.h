@@ -196,6 +196,7 @@ class Node final : public transport::LinkEvents {
   // `threads` > 1 (stage_workers.h): starts, re-points or stops using the workers for the
   // stage now in stage_; per-thread instances are made here.
   void configure_workers();
+  void export_upstream_series();
   // A job back from the workers, in arrival order.
   void finish_job(StageJob& job);
   // An application takes bytes as they are: a message still zstd-compressed after this leaf's
