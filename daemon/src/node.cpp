@@ -14,6 +14,7 @@
 
 #include "hoprelay/daemon/monotonic.h"
 #include "hoprelay/transport/log.h"
+#include "node_log.h"
 
 namespace hoprelay::daemon {
 
@@ -21,6 +22,11 @@ namespace hoprelay::daemon {
 static_assert(transport::kFlagCrc32cTrailer == HOPRELAY_MSG_CRC32C_TRAILER &&
               transport::kFlagMore == HOPRELAY_MSG_MORE &&
               transport::kFlagZstd == HOPRELAY_MSG_ZSTD);
+
+spdlog::logger& node_log() {
+  static auto logger = module_logger("node");
+  return *logger;
+}
 
 namespace {
 
@@ -55,11 +61,6 @@ bool from_declared_host(const config::Endpoint& declared, std::string_view peer_
   return match;
 }
 
-spdlog::logger& log() {
-  static auto logger = module_logger("node");
-  return *logger;
-}
-
 // Spreads origins over branches for route = "hash": one origin always takes the same branch.
 inline size_t origin_branch(uint32_t origin, size_t branches) {
   uint64_t x = origin * 0x9E3779B97F4A7C15ull;
@@ -73,7 +74,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
     : topology_(std::move(topology)),
       spec_(topology_->find(node_name)),
       loop_(loop),
-      stage_(std::move(stage)) {
+      stage_(std::move(stage)),
+      stamp_(EndJoins::stamp_of(node_name)) {
   transport::Identity id{transport::PeerRole::kNode, spec_->name, topology_->hash, 0};
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
@@ -81,8 +83,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll};
   auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
-  log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,
-             transport_->name(), choice.reason);
+  node_log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,
+                  transport_->name(), choice.reason);
   metrics_ =
       std::make_unique<NodeMetrics>(spec_->name, std::string(transport_->name()), spec_->metrics);
   std::string stage_name(stage_.name());
@@ -104,10 +106,11 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   configure_workers();
   metrics_->config_loaded(true, topology_->hash);
   export_upstream_series();
+  end_joins_.set_topology(*topology_, spec_->name);
   for (const auto& name : spec_->downstream) add_downstream(name);
   rebuild_active();
   if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {
-    log().info(
+    node_log().info(
         "on_peer_down = drop-after: messages for a downstream down longer than {} are "
         "dropped",
         config::duration_text(spec_->peer_down_timeout));
@@ -139,7 +142,7 @@ void Node::configure_workers() {
     parallel_ = false;
     if (workers_) workers_->set_stages(std::vector<stages::Stage*>(spec_->threads, &stage_));
     worker_stages_.clear();
-    log().warn(
+    node_log().warn(
         "threads = {}, but stage {} does not say it may run on several threads "
         "(HOPRELAY_STAGE_THREADSAFE or HOPRELAY_STAGE_PER_THREAD, stage ABI minor 3): it runs on "
         "the event loop alone",
@@ -169,8 +172,8 @@ void Node::configure_workers() {
   }
   worker_stages_ = std::move(instances);  // after set_stages: the old ones are idle now
   parallel_ = true;
-  log().info("stage {} runs on {} worker threads ({})", stage_.name(), spec_->threads,
-             shared ? "one thread-safe instance" : "one instance per thread");
+  node_log().info("stage {} runs on {} worker threads ({})", stage_.name(), spec_->threads,
+                  shared ? "one thread-safe instance" : "one instance per thread");
 }
 
 Node::Downstream& Node::add_downstream(const std::string& name) {
@@ -572,7 +575,7 @@ void Node::pump(Downstream& d) {
       record_drop(*s, transport::DropReason::kTooLargeForPeer, detail_, true);
       if (!d.warned_too_large) {
         d.warned_too_large = true;
-        log().error(
+        node_log().error(
             "{} takes at most {} bytes per message, less than this node forwards: "
             "dropping such messages (is it running another topology file?)",
             d.name, d.link->max_payload());
@@ -640,6 +643,9 @@ bool Node::hold_with_first(transport::Slot& copy) {
 }
 
 void Node::release(transport::Slot& slot) {
+  // An end mark that completed a join is forgotten as in flight (end_joins.h).
+  if (slot.flags & transport::kFlagEnd)
+    end_joins_.released({slot.origin, slot.seq, slot.chunk}, &slot);
   --held_;
   if (slot.held_prev) {
     slot.held_prev->held_next = slot.held_next;
@@ -697,28 +703,6 @@ void Node::release_delivered(transport::Slot& held) {
   }
 }
 
-void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
-  slot.arrived_ns = loop_.now_ns();
-  if (active_.empty()) {
-    if (receiver_) {
-      hold(slot);
-      return receiver_->on_end(slot.origin, slot.seq, slot);
-    } else {
-      log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);
-    }
-    return consume(link, slot);
-  }
-  // Every branch: each consumer behind this node learns that the stream ended, whatever the
-  // route of the messages.
-  hold(slot);
-  slot.refs = static_cast<uint16_t>(active_.size());
-  slot.routes = slot.refs;
-  for (Downstream* d : active_) {
-    d->waiting.push_back(&slot);
-    pump(*d);
-  }
-}
-
 Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
   for (auto& d : downstream_) {
     if (d->link.get() == &link) return *d;
@@ -757,7 +741,7 @@ void Node::on_completion_error(std::string_view status) {
 }
 
 void Node::on_device_lost(std::string_view device) {
-  log().error(
+  node_log().error(
       "RDMA device {} is gone (removed or failed): every link of node {} on it is down; the {} "
       "messages held here come again from upstream once the node runs again",
       device, spec_->name, held_);
@@ -831,8 +815,8 @@ void Node::start_dropping(Downstream& d) {
   if (d.dropping || (d.link && d.link->up())) return;
   // Once per transition, never per message: from here on pump() drops instead of posting, so
   // the slots held for this peer go back upstream and the other branches keep flowing.
-  log().warn("downstream {} down for {}: dropping its messages (on_peer_down = drop-after)", d.name,
-             config::duration_text(spec_->peer_down_timeout));
+  node_log().warn("downstream {} down for {}: dropping its messages (on_peer_down = drop-after)",
+                  d.name, config::duration_text(spec_->peer_down_timeout));
   d.dropping = true;
   d.dropped_while_down = 0;
   drop_waiting(d);
@@ -840,8 +824,8 @@ void Node::start_dropping(Downstream& d) {
 
 void Node::stop_dropping(Downstream& d, std::string_view now_what) {
   d.dropping = false;
-  log().info("downstream {} {} ({} messages were dropped for it)", d.name, now_what,
-             d.dropped_while_down);
+  node_log().info("downstream {} {} ({} messages were dropped for it)", d.name, now_what,
+                  d.dropped_while_down);
 }
 
 void Node::drop_waiting(Downstream& d) {
@@ -901,12 +885,12 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
   std::vector<transport::InboundLink*> links;
   for (auto& in : inbound_) links.push_back(in.link);
   for (auto* link : links) link->drain();
-  log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms", held_,
-             inbound_.size(), timeout.count());
+  node_log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms", held_,
+                  inbound_.size(), timeout.count());
   drain_timer_ = loop_.after(timeout, [this] {
     drain_timer_ = 0;
     if (!inbound_.empty()) {
-      log().warn(
+      node_log().warn(
           "drain timed out with {} inbound links still open: their senders replay what this "
           "node did not acknowledge",
           inbound_.size());
@@ -946,7 +930,7 @@ void Node::retire_if_done(Downstream& d) {
     auto it = std::find_if(downstream_.begin(), downstream_.end(),
                            [&](const auto& p) { return p.get() == dying; });
     if (it == downstream_.end() || !done(**it)) return;  // re-added, or busy again
-    log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
+    node_log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
     if (dying->link) dying->link->close();
     cancel_peer_down(*dying);  // after close(), which reports the link down
     dying->metrics.up->Set(0);
@@ -1056,6 +1040,8 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   }
   rebuild_active();
   export_upstream_series();
+  end_joins_.set_topology(*topology_, spec_->name);
+  settle_ends();
   metrics_->config_loaded(true, topology_->hash);
   auto list = [](const std::vector<std::string>& v) {
     std::string out;
@@ -1064,7 +1050,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   };
   std::string on_peer_down(config::to_string(n->on_peer_down));
   if (drop_after) on_peer_down += " " + config::duration_text(n->peer_down_timeout);
-  log().info(
+  node_log().info(
       "topology reloaded: downstream added {} removed {} moved {}; route {}; stage {}{}; "
       "on_peer_down {}",
       list(added), list(removed), list(moved), config::to_string(n->route), stage_.name(),

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "harness.h"
 #include "pipeline.h"
@@ -287,6 +288,71 @@ TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
   // Nothing reached the relay: a never forwarded a message.
   EXPECT_EQ(metric_value(scrape(c.p.node("b").metrics), "hoprelay_messages_received_total"), 0);
   c.p.stop_all();
+}
+
+// Where a split joins again (a -> b1, b2 -> c) c gets the end mark once per branch. With
+// route = "hash" every message of origin 21 takes b2, but its end mark takes both; b1 is
+// stopped, so b2's copy comes first. The consumer must wait for b1's, see one end mark, and the
+// producer's close must hear that both were acknowledged (end_joins.h). Before, recv stopped
+// at b2's copy and b1's was never acknowledged: `send` timed out. `relay` puts a daemon at the
+// join (c) and the consumer below it (d): c passes one end mark on, once both are in.
+void expect_one_end_where_branches_join(bool relay) {
+  TempDir dir;
+  constexpr uint64_t kCount = 4000;
+  constexpr uint32_t kSize = 200;
+  const std::string consumer = relay ? "d" : "c";
+  std::vector<NodeDef> nodes{
+      {"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
+      {"b1", {"c"}},
+      {"b2", {"c"}},
+      {"c", relay ? std::vector<std::string>{"d"} : std::vector<std::string>{}}};
+  if (relay) nodes.push_back({"d", {}});
+  Pipeline p(dir, nodes);
+  if (relay) p.start("c");
+  for (const char* n : {"b1", "b2", "a"}) p.start(n);
+  const fs::path out = dir / "out.bin";
+  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", consumer,
+                "--output", out.string(), "--timeout", "60"},
+               dir / "recv.log");
+  std::vector<std::pair<std::string, std::string>> links{
+      {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}};
+  if (relay) links.emplace_back("c", "d");
+  for (const auto& [from, to] : links) {
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
+                              "direction=\"out\",peer=\"" + to + "\"") == 1;
+        },
+        10s))
+        << from << " -> " << to << "\n"
+        << recv.output();
+  }
+  p.proc("b1").signal(SIGSTOP);
+  auto send = p.start_send("a", kCount, kSize, {"--origin", "21"});
+  ASSERT_TRUE(wait_until([&] { return size_of(out) == kCount * kSize; }, 60s))
+      << size_of(out) << " bytes\n"
+      << recv.output() << send->output();
+  // Every message is in and b2's end mark is on its way or in: the consumer waits for b1's.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(recv.running()) << recv.output();
+  p.proc("b1").signal(SIGCONT);
+  ASSERT_EQ(send->wait(60s), 0) << send->output() << recv.output();
+  EXPECT_NE(send->output().find("sent " + std::to_string(kCount) + " messages"), std::string::npos)
+      << send->output();
+  ASSERT_EQ(recv.wait(60s), 0) << recv.output();
+  EXPECT_NE(recv.output().find("received " + std::to_string(kCount) + " messages"),
+            std::string::npos)
+      << recv.output();
+  EXPECT_EQ(size_of(out), kCount * kSize) << recv.output();
+  p.stop_all();
+}
+
+TEST(Streams, WhereASplitJoinsAgainTheConsumerSeesOneEndAndTheProducerClosesCleanly) {
+  expect_one_end_where_branches_join(false);
+}
+
+TEST(Streams, ARelayWhereASplitJoinsAgainPassesOneEndOn) {
+  expect_one_end_where_branches_join(true);
 }
 
 }  // namespace

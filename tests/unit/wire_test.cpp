@@ -104,17 +104,22 @@ TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
   EXPECT_EQ(out.flags, kFlagEnd);
   for (auto bad : {FrameHeader{FrameType::kData, kFlagEnd, 1, 5, 100},
                    FrameHeader{FrameType::kData, kFlagEnd | kFlagMore, 0, 5, 100},
-                   FrameHeader{FrameType::kData, kFlagEnd | kFlagCrc32cTrailer, 0, 5, 100},
-                   FrameHeader{FrameType::kData, kFlagEnd, 0, 5, 100, 0, 0, 1}}) {
+                   FrameHeader{FrameType::kData, kFlagEnd | kFlagCrc32cTrailer, 0, 5, 100}}) {
     b = encoded(bad);
     EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadFlags);
   }
+  // Its chunk field is the head's stamp, not an index: any value, and never a chunk.
+  FrameHeader stamped{FrameType::kData, kFlagEnd, 0, 5, 100, 0, 0, 0xfedcba98};
+  b = encoded(stamped);
+  ASSERT_EQ(decode_header(b.data(), {65536}, out), WireError::kOk);
+  EXPECT_EQ(out.chunk, 0xfedcba98u);
+  EXPECT_FALSE(is_chunk(out.flags, out.chunk));
   // A peer of another version learns both numbers.
   b = encoded(end);
   b[2] = std::byte{3};
   EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadVersion);
   EXPECT_EQ(version_mismatch_text(b.data()),
-            "the peer speaks wire protocol version 3, this end speaks 5: run the same hoprelay "
+            "the peer speaks wire protocol version 3, this end speaks 6: run the same hoprelay "
             "release on both ends of a link");
   // No chunk can follow the highest index.
   FrameHeader wrap{FrameType::kData, kFlagMore, 10, 5, 99};

@@ -92,9 +92,9 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   if ((out.flags & kFlagAbort) && (out.length != 0 || (out.flags & kFlagMore))) {
     return WireError::kBadFlags;
   }
-  // An end of stream is a mark, not a message: no bytes, not a chunk.
-  if ((out.flags & kFlagEnd) &&
-      (out.length != 0 || (out.flags & ~kFlagEnd) != 0 || out.chunk != 0)) {
+  // An end of stream is a mark, not a message: no bytes, no other flag (its `chunk` is the
+  // head's stamp, any value).
+  if ((out.flags & kFlagEnd) && (out.length != 0 || (out.flags & ~kFlagEnd) != 0)) {
     return WireError::kBadFlags;
   }
   // A chunk announcing another after the last index there is would wrap the count.

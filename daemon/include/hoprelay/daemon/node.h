@@ -15,6 +15,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/drop_log.h"
+#include "hoprelay/daemon/end_joins.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/ring_queue.h"
@@ -273,7 +274,13 @@ class Node final : public transport::LinkEvents {
   // A leaf's message that passed its stage: to the receiver, or consumed.
   void deliver(transport::InboundLink& link, transport::Slot& slot);
   // An end-of-stream mark: to the receiver at a leaf, else on to every downstream.
+  // End marks (node_ends.cpp): a head stamps them; where branches join again, one passes on
+  // once every branch's copy is in (end_joins.h).
   void on_end(transport::InboundLink& link, transport::Slot& slot);
+  bool join_end(transport::InboundLink& link, transport::Slot& slot);
+  void pass_on_end(transport::Slot& slot, bool held);
+  void pass_on_waiting(EndJoins::Waiting& w, const char* why);
+  void settle_ends();
   void check_drained();
 
   std::shared_ptr<const config::Topology> topology_;
@@ -299,6 +306,8 @@ class Node final : public transport::LinkEvents {
   BranchSet* current_branches_ = nullptr;
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
+  EndJoins end_joins_;
+  const uint32_t stamp_;  // this node's, for its producers' end marks (EndJoins::stamp_of)
   DropLog drops_;
   // Outcomes of messages given up here or below (Slot::outcome). A free list that grows to the
   // most held at once (at most one per slot): a drop allocates only until then.

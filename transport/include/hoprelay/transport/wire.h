@@ -22,7 +22,8 @@ inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
 // 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk); 3: end of stream (kFlagEnd);
 // 4: outcomes (kOutcome frames, outcome.h) and the welcome's next_seq.
 // 5: flag kFlagZstd (the zstd stage's compressed payloads).
-inline constexpr uint8_t kWireVersion = 5;
+// 6: an end mark carries in `chunk` the stamp of the head its stream entered by (end_joins.h).
+inline constexpr uint8_t kWireVersion = 6;
 inline constexpr size_t kFrameHeaderSize = 32;
 // Control frames (hello, welcome, reject) carry at most this many payload bytes.
 inline constexpr uint32_t kMaxControlPayload = 256;
@@ -57,7 +58,9 @@ inline constexpr uint16_t kChunkFlags = kFlagMore | kFlagAbort;
 // End of stream: the producer of `origin` closed after sending the messages before `seq` (the
 // frame's seq is the number its next message would have had). Length 0, never a chunk, never
 // shown to a stage, not deduplicated (repeating it is harmless); every branch gets it, so each
-// consumer learns that the stream ended (docs/protocol.md, "End of stream").
+// consumer learns that the stream ended (docs/protocol.md, "End of stream"). Its `chunk` is not
+// an index: the head's stamp (0 from a producer), so that where branches join again a node can
+// tell how many copies to wait for.
 inline constexpr uint16_t kFlagEnd = 0x0008;
 // HOPRELAY_MSG_ZSTD: the payload (this chunk's, for a chunk) is zstd frames (since version 5).
 inline constexpr uint16_t kFlagZstd = 0x0010;
@@ -78,9 +81,10 @@ struct FrameHeader {
   uint32_t chunk = 0;
 };
 
-// A data frame that is part of a chunked message (not a whole message in one frame).
+// A data frame that is part of a chunked message (not a whole message in one frame). An end
+// mark never is: its `chunk` is a stamp.
 inline constexpr bool is_chunk(uint16_t flags, uint32_t chunk) {
-  return (flags & kChunkFlags) != 0 || chunk != 0;
+  return (flags & kFlagEnd) == 0 && ((flags & kChunkFlags) != 0 || chunk != 0);
 }
 
 // Why a header was refused. Each has a metric label and a log text (reason_text()).

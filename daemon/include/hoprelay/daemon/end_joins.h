@@ -1,0 +1,105 @@
+// End marks where branches join again.
+//
+// Every node sends a stream's end mark down every branch (docs/protocol.md, "End of stream"),
+// so where a split joins again (a -> b1, b2 -> c) c gets one copy per branch. The first one to
+// arrive may overtake messages still on the other branch (b1 slow, round-robin at a): a
+// consumer that stops at the first end mark would miss them, and the producer's close would
+// wait for end marks that nobody acknowledges. So a node passes an end mark on only once it
+// holds a copy from every upstream peer the stream can come through, and passes one copy on:
+// each node below then again gets one per upstream peer, never more.
+//
+// Which upstream peers a stream comes through depends on the head it entered by: the head
+// stamps its end marks (FrameHeader::chunk) with stamp_of(its name), and every node computes
+// from the shared topology which of its upstream peers that head reaches. This class is that
+// computation and the bookkeeping of the copies held; Node (node_ends.cpp) holds the slots.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace hoprelay::config {
+struct Topology;
+}
+namespace hoprelay::transport {
+struct Slot;
+}
+
+namespace hoprelay::daemon {
+
+class EndJoins {
+ public:
+  // Streams whose end mark waits for another branch's copy. Past this many the oldest is
+  // passed on as it is (its consumer may then see the end before late messages, as before
+  // this class existed): a branch that dropped its copy (on_peer_down = drop-after) must not
+  // hold slots here for ever.
+  static constexpr size_t kMaxWaiting = 256;
+  // End marks passed on, remembered so that a copy replayed after they completed (a link that
+  // failed before the acknowledgement reached its sender) is acknowledged, not held again.
+  static constexpr size_t kMaxDone = 1024;
+
+  struct Key {
+    uint32_t origin = 0;
+    uint64_t seq = 0;
+    uint32_t stamp = 0;
+    bool operator==(const Key&) const = default;
+  };
+  struct Copy {
+    std::string peer;  // the upstream node it came from
+    transport::Slot* slot = nullptr;
+  };
+  struct Waiting {
+    Key key;
+    std::vector<Copy> copies;
+  };
+
+  // A head's stamp: the FNV-1a 64 hash of its name folded to 32 bits, never 0 (0 is a
+  // producer's end mark, not yet stamped).
+  static uint32_t stamp_of(std::string_view node);
+
+  // At start and at every reload: the nodes, their edges and this node's upstream peers.
+  void set_topology(const config::Topology& topology, const std::string& self);
+
+  // How many copies of an end mark stamped `stamp` reach this node: one from each upstream
+  // peer that the stamping head reaches (itself included). 0 when no node of the topology has
+  // that stamp, or two have. Computed once per head (one walk of the topology), then cached.
+  uint32_t copies(uint32_t stamp);
+
+  // The copies held for `key`, or null.
+  Waiting* waiting(const Key& key);
+  // A new entry for `key` (not waiting yet), the newest.
+  Waiting& wait(const Key& key);
+  // Removes `key`'s entry (its copies are the caller's again).
+  void stop_waiting(const Key& key);
+  // Every waiting entry, oldest first.
+  std::deque<Waiting>& all_waiting() { return waiting_; }
+
+  // `passed_on` carries `key`'s end mark on; remembered until kMaxDone more have.
+  void done(const Key& key, transport::Slot* passed_on);
+  // Whether `key`'s end mark was passed on already; `in_flight` is the copy passed on while
+  // it is held, null once it was released.
+  bool was_done(const Key& key, transport::Slot*& in_flight) const;
+  // The slot passed on for `key` was released.
+  void released(const Key& key, const transport::Slot* slot);
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.seq ^ (uint64_t{k.origin} << 32) ^ k.stamp);
+    }
+  };
+
+  std::vector<std::vector<uint32_t>> edges_;         // node index -> downstream indices
+  std::unordered_map<uint32_t, uint32_t> by_stamp_;  // stamp -> node index (kNone: shared)
+  std::vector<uint32_t> upstream_;                   // this node's upstream peers, by index
+  std::unordered_map<uint32_t, uint32_t> copies_;    // stamp -> copies (cache)
+  std::deque<Waiting> waiting_;                      // oldest first; at most kMaxWaiting
+  std::unordered_map<Key, transport::Slot*, KeyHash> done_;
+  std::deque<Key> done_order_;
+};
+
+}  // namespace hoprelay::daemon
