@@ -168,35 +168,16 @@ bool PositionFile::had(uint32_t origin, uint64_t seq) const {
   if (seq >= next(origin)) return false;
   auto it = taken_.find(origin);
   if (it == taken_.end()) return false;  // none taken in this run (an end mark moved next)
-  const Taken& t = it->second;
-  if (seq < t.base) return true;  // too far behind the newest to be anything but a repeat
-  if (seq - t.base >= kReorder) return false;  // past the window (an end mark moved next)
-  return (t.bits[(seq / 64) % t.bits.size()] >> (seq % 64)) & 1;
+  // Below the window: too far behind the newest to be anything but a repeat. Past it: an end
+  // mark moved next, and what lies there was not taken.
+  return it->second.test(seq);
 }
 
 void PositionFile::mark_taken(uint32_t origin, uint64_t seq) {
-  constexpr uint64_t kWords = kReorder / 64;
-  auto [it, fresh] = taken_.try_emplace(origin);
-  Taken& t = it->second;
-  if (fresh) {
-    t.bits.assign(kWords, 0);
-    // Everything below the position as opened is had anyway: the window starts at the
-    // newest's reach.
-    t.base = seq >= kReorder ? (seq - kReorder + 64) & ~uint64_t{63} : 0;
-  }
-  if (seq < t.base) return;
-  if (seq - t.base >= kReorder) {  // (not seq >= base + kReorder: that wraps near 2^64)
-    // Slide up: the words that come into the window start empty.
-    const uint64_t new_base = (seq - kReorder + 64) & ~uint64_t{63};
-    const uint64_t moved = (new_base - t.base) / 64;
-    if (moved >= kWords) {
-      std::fill(t.bits.begin(), t.bits.end(), 0);
-    } else {
-      for (uint64_t w = 0; w < moved; ++w) t.bits[(t.base / 64 + kWords + w) % kWords] = 0;
-    }
-    t.base = new_base;
-  }
-  t.bits[(seq / 64) % kWords] |= uint64_t{1} << (seq % 64);
+  // Everything below the position as opened is had anyway: the window starts at the
+  // newest's reach.
+  SeqWindow<kReorder>& taken = taken_.try_emplace(origin, seq).first->second;
+  taken.set(seq);  // too far behind the newest: a repeat, nothing to record
 }
 
 std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {

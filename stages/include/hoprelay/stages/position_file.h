@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hoprelay/common/seq_window.h"
+
 namespace hoprelay::stages {
 
 // Makes the directory entry of `path` durable: fsync of the directory that holds it. A file
@@ -99,14 +101,10 @@ class PositionFile {
   std::list<Entry> entries_;
   std::unordered_map<uint32_t, std::list<Entry>::iterator> index_;
   std::unordered_map<uint32_t, uint64_t> opened_;  // next() of each origin when opened
-  // What this run took of an origin: bit (seq / 64) % words, seq in [base, base + kReorder).
-  // 8 KiB, allocated at an origin's first message of the run (not per message).
-  struct Taken {
-    uint64_t base = 0;  // a multiple of 64
-    std::vector<uint64_t> bits;
-  };
+  // What this run took of an origin, over the last kReorder below the newest. 8 KiB,
+  // allocated at an origin's first message of the run (not per message).
+  std::unordered_map<uint32_t, SeqWindow<kReorder>> taken_;
   void mark_taken(uint32_t origin, uint64_t seq);
-  std::unordered_map<uint32_t, Taken> taken_;
   std::vector<std::byte> buf_;  // one slot, reused by every commit
   bool synced_ = true;          // the last write was made durable
 };
