@@ -143,15 +143,31 @@ bool PositionFile::load_slot(const std::vector<std::byte>& slot, uint64_t& gener
   return true;
 }
 
+PositionFile::Cached& PositionFile::cached(uint32_t origin) {
+  if (cache_valid_ && cached_.origin == origin) return cached_;  // the common case
+  cached_.origin = origin;
+  const auto entry = index_.find(origin);
+  cached_.entry = entry == index_.end() ? entries_.end() : entry->second;
+  const auto opened = opened_.find(origin);
+  cached_.opened = opened == opened_.end() ? nullptr : &opened->second;
+  const auto taken = taken_.find(origin);
+  cached_.taken = taken == taken_.end() ? nullptr : &taken->second;
+  cache_valid_ = true;
+  return cached_;
+}
+
 PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>& forgot) {
-  if (auto it = index_.find(origin); it != index_.end()) {
-    entries_.splice(entries_.end(), entries_, it->second);  // no allocation
-    return *it->second;
+  Cached& c = cached(origin);
+  if (c.entry != entries_.end()) {
+    entries_.splice(entries_.end(), entries_, c.entry);  // no allocation
+    return *c.entry;
   }
   if (entries_.size() >= kMaxOrigins) {
     auto victim =
         std::find_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.ended; });
     if (victim == entries_.end()) victim = entries_.begin();
+    // Not `origin`, which has no entry (nor, then, one in opened_ or taken_): the cache, now
+    // origin's, keeps pointing at live nodes.
     forgot = victim->origin;
     index_.erase(victim->origin);
     opened_.erase(victim->origin);  // taken again, should its messages come (the header)
@@ -159,25 +175,27 @@ PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>&
     entries_.erase(victim);
   }
   entries_.push_back({origin, 0, false});
-  index_[origin] = std::prev(entries_.end());
-  return entries_.back();
+  c.entry = std::prev(entries_.end());
+  index_[origin] = c.entry;
+  return *c.entry;
 }
 
-bool PositionFile::had(uint32_t origin, uint64_t seq) const {
-  if (auto it = opened_.find(origin); it != opened_.end() && seq < it->second) return true;
-  if (seq >= next(origin)) return false;
-  auto it = taken_.find(origin);
-  if (it == taken_.end()) return false;  // none taken in this run (an end mark moved next)
+bool PositionFile::had(uint32_t origin, uint64_t seq) {
+  const Cached& c = cached(origin);
+  if (c.opened && seq < *c.opened) return true;
+  if (c.entry == entries_.end() || seq >= c.entry->next) return false;  // (next() is 0)
+  if (!c.taken) return false;  // none taken in this run (an end mark moved next)
   // Below the window: too far behind the newest to be anything but a repeat. Past it: an end
   // mark moved next, and what lies there was not taken.
-  return it->second.test(seq);
+  return c.taken->test(seq);
 }
 
 void PositionFile::mark_taken(uint32_t origin, uint64_t seq) {
+  Cached& c = cached(origin);
   // Everything below the position as opened is had anyway: the window starts at the
   // newest's reach.
-  SeqWindow<kReorder>& taken = taken_.try_emplace(origin, seq).first->second;
-  taken.set(seq);  // too far behind the newest: a repeat, nothing to record
+  if (!c.taken) c.taken = &taken_.try_emplace(origin, seq).first->second;
+  c.taken->set(seq);  // too far behind the newest: a repeat, nothing to record
 }
 
 std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {
