@@ -143,15 +143,31 @@ bool PositionFile::load_slot(const std::vector<std::byte>& slot, uint64_t& gener
   return true;
 }
 
+PositionFile::Cached& PositionFile::cached(uint32_t origin) {
+  if (cache_valid_ && cached_.origin == origin) return cached_;  // the common case
+  cached_.origin = origin;
+  const auto entry = index_.find(origin);
+  cached_.entry = entry == index_.end() ? entries_.end() : entry->second;
+  const auto opened = opened_.find(origin);
+  cached_.opened = opened == opened_.end() ? nullptr : &opened->second;
+  const auto taken = taken_.find(origin);
+  cached_.taken = taken == taken_.end() ? nullptr : &taken->second;
+  cache_valid_ = true;
+  return cached_;
+}
+
 PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>& forgot) {
-  if (auto it = index_.find(origin); it != index_.end()) {
-    entries_.splice(entries_.end(), entries_, it->second);  // no allocation
-    return *it->second;
+  Cached& c = cached(origin);
+  if (c.entry != entries_.end()) {
+    entries_.splice(entries_.end(), entries_, c.entry);  // no allocation
+    return *c.entry;
   }
   if (entries_.size() >= kMaxOrigins) {
     auto victim =
         std::find_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.ended; });
     if (victim == entries_.end()) victim = entries_.begin();
+    // Not `origin`, which has no entry (nor, then, one in opened_ or taken_): the cache, now
+    // origin's, keeps pointing at live nodes.
     forgot = victim->origin;
     index_.erase(victim->origin);
     opened_.erase(victim->origin);  // taken again, should its messages come (the header)
@@ -159,44 +175,27 @@ PositionFile::Entry& PositionFile::use(uint32_t origin, std::optional<uint32_t>&
     entries_.erase(victim);
   }
   entries_.push_back({origin, 0, false});
-  index_[origin] = std::prev(entries_.end());
-  return entries_.back();
+  c.entry = std::prev(entries_.end());
+  index_[origin] = c.entry;
+  return *c.entry;
 }
 
-bool PositionFile::had(uint32_t origin, uint64_t seq) const {
-  if (auto it = opened_.find(origin); it != opened_.end() && seq < it->second) return true;
-  if (seq >= next(origin)) return false;
-  auto it = taken_.find(origin);
-  if (it == taken_.end()) return false;  // none taken in this run (an end mark moved next)
-  const Taken& t = it->second;
-  if (seq < t.base) return true;  // too far behind the newest to be anything but a repeat
-  if (seq - t.base >= kReorder) return false;  // past the window (an end mark moved next)
-  return (t.bits[(seq / 64) % t.bits.size()] >> (seq % 64)) & 1;
+bool PositionFile::had(uint32_t origin, uint64_t seq) {
+  const Cached& c = cached(origin);
+  if (c.opened && seq < *c.opened) return true;
+  if (c.entry == entries_.end() || seq >= c.entry->next) return false;  // (next() is 0)
+  if (!c.taken) return false;  // none taken in this run (an end mark moved next)
+  // Below the window: too far behind the newest to be anything but a repeat. Past it: an end
+  // mark moved next, and what lies there was not taken.
+  return c.taken->test(seq);
 }
 
 void PositionFile::mark_taken(uint32_t origin, uint64_t seq) {
-  constexpr uint64_t kWords = kReorder / 64;
-  auto [it, fresh] = taken_.try_emplace(origin);
-  Taken& t = it->second;
-  if (fresh) {
-    t.bits.assign(kWords, 0);
-    // Everything below the position as opened is had anyway: the window starts at the
-    // newest's reach.
-    t.base = seq >= kReorder ? (seq - kReorder + 64) & ~uint64_t{63} : 0;
-  }
-  if (seq < t.base) return;
-  if (seq - t.base >= kReorder) {  // (not seq >= base + kReorder: that wraps near 2^64)
-    // Slide up: the words that come into the window start empty.
-    const uint64_t new_base = (seq - kReorder + 64) & ~uint64_t{63};
-    const uint64_t moved = (new_base - t.base) / 64;
-    if (moved >= kWords) {
-      std::fill(t.bits.begin(), t.bits.end(), 0);
-    } else {
-      for (uint64_t w = 0; w < moved; ++w) t.bits[(t.base / 64 + kWords + w) % kWords] = 0;
-    }
-    t.base = new_base;
-  }
-  t.bits[(seq / 64) % kWords] |= uint64_t{1} << (seq % 64);
+  Cached& c = cached(origin);
+  // Everything below the position as opened is had anyway: the window starts at the
+  // newest's reach.
+  if (!c.taken) c.taken = &taken_.try_emplace(origin, seq).first->second;
+  c.taken->set(seq);  // too far behind the newest: a repeat, nothing to record
 }
 
 std::optional<uint32_t> PositionFile::take(uint32_t origin, uint64_t seq, uint64_t app) {

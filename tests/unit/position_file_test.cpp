@@ -236,6 +236,36 @@ TEST_F(PositionDir, BelowThePositionOpenedWithIsAReplayALateMessageOfThisRunIsNo
   EXPECT_EQ(p.next(10), UINT64_MAX);  // saturates: it does not wrap to 0
 }
 
+// had() and take() remember where the last origin's entries are: an origin opened with, one
+// new to the run, one forgotten and one that comes back are each told apart as before.
+TEST_F(PositionDir, TheOriginRememberedFromTheMessageBeforeIsNeverStale) {
+  constexpr uint32_t kMax = PositionFile::kMaxOrigins;
+  {
+    PositionFile p(dir_.string());
+    p.take(1, 10, 0);
+    p.commit();
+  }
+  PositionFile p(dir_.string());
+  EXPECT_TRUE(p.had(1, 10));  // opened with
+  EXPECT_FALSE(p.had(2, 0));  // new to the run: no entry yet
+  p.take(2, 0, 1);            // the same origin again: now it has one, and took 0
+  EXPECT_TRUE(p.had(2, 0));
+  EXPECT_FALSE(p.had(2, 1));
+  EXPECT_TRUE(p.had(1, 9));
+  for (uint32_t o = 3; o <= kMax; ++o) p.take(o, 5, o);
+  // Origin 1, taken least recently, is the next to go: asked about just before.
+  EXPECT_TRUE(p.had(1, 10));
+  EXPECT_EQ(p.take(kMax + 1, 7, 0), std::optional<uint32_t>(1));
+  EXPECT_FALSE(p.had(1, 10)) << "forgotten: taken again, should it come";
+  EXPECT_EQ(p.next(1), 0u);
+  EXPECT_TRUE(p.had(kMax + 1, 7));
+  EXPECT_EQ(p.take(1, 10, 0), std::optional<uint32_t>(2));  // back, as new: 2 goes
+  EXPECT_TRUE(p.had(1, 10));
+  EXPECT_FALSE(p.had(1, 9)) << "not opened with any more, and not taken in this run";
+  EXPECT_FALSE(p.had(2, 0));
+  EXPECT_EQ(p.origins(), kMax);
+}
+
 TEST_F(PositionDir, ADirectoryThatCannotBeCreatedIsReported) {
   fs::create_directories(dir_);
   std::ofstream(dir_ / "file") << "x";

@@ -14,7 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
-#include <vector>
+
+#include "hoprelay/common/seq_window.h"
 
 namespace hoprelay::daemon {
 
@@ -38,8 +39,9 @@ class DedupTable {
 
  private:
   struct Window {
-    uint64_t base = 0;           // bits cover [base, base + kWindow); base % 64 == 0
-    std::vector<uint64_t> bits;  // kWindow / 64 words, a ring indexed by (seq / 64) % size
+    // First asked about with `seq` (the top of a fresh window, seq_window.h says why).
+    explicit Window(uint64_t seq) : taken(seq) {}
+    SeqWindow<kWindow> taken;
     uint64_t last_use = 0;
     uint64_t next = 0;  // one past the highest seq taken
   };

@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hoprelay/common/seq_window.h"
+
 namespace hoprelay::stages {
 
 // Makes the directory entry of `path` durable: fsync of the directory that holds it. A file
@@ -50,7 +52,8 @@ class PositionFile {
   // a round-robin split that joins again delivers an origin's messages out of order, and
   // taking "below the highest" for "had it" consumed the late ones unwritten. Further behind
   // than that is a repeat (as the node's deduplication judges, DedupTable::kWindow).
-  bool had(uint32_t origin, uint64_t seq) const;
+  // Not const: it remembers where the origin's entries are, for the take() that follows.
+  bool had(uint32_t origin, uint64_t seq);
   static constexpr uint64_t kReorder = 65536;
   uint64_t app() const { return app_; }
   size_t origins() const { return entries_.size(); }
@@ -99,14 +102,25 @@ class PositionFile {
   std::list<Entry> entries_;
   std::unordered_map<uint32_t, std::list<Entry>::iterator> index_;
   std::unordered_map<uint32_t, uint64_t> opened_;  // next() of each origin when opened
-  // What this run took of an origin: bit (seq / 64) % words, seq in [base, base + kReorder).
-  // 8 KiB, allocated at an origin's first message of the run (not per message).
-  struct Taken {
-    uint64_t base = 0;  // a multiple of 64
-    std::vector<uint64_t> bits;
-  };
+  // What this run took of an origin, over the last kReorder below the newest. 8 KiB,
+  // allocated at an origin's first message of the run (not per message).
+  std::unordered_map<uint32_t, SeqWindow<kReorder>> taken_;
   void mark_taken(uint32_t origin, uint64_t seq);
-  std::unordered_map<uint32_t, Taken> taken_;
+  // Where the last origin asked about keeps its entries above: a taker's messages come mostly
+  // from one origin in a row, and each asks had() then take(), which would be up to five hash
+  // lookups; with this, one comparison. They point at list and map nodes, which neither a
+  // splice nor a rehash moves; an erase frees them, and use() erases only an origin other than
+  // the one cached.
+  struct Cached {
+    uint32_t origin = 0;
+    std::list<Entry>::iterator entry;      // entries_.end(): none (next() is 0)
+    const uint64_t* opened = nullptr;      // opened_'s: null, none
+    SeqWindow<kReorder>* taken = nullptr;  // taken_'s: null, none taken in this run
+  };
+  Cached& cached(uint32_t origin);  // looked up unless it is the one cached
+  Cached cached_;
+  bool cache_valid_ = false;  // cached_ describes cached_.origin
+
   std::vector<std::byte> buf_;  // one slot, reused by every commit
   bool synced_ = true;          // the last write was made durable
 };
