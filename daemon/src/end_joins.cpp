@@ -64,14 +64,14 @@ uint32_t EndJoins::copies(uint32_t stamp) {
 }
 
 EndJoins::Waiting* EndJoins::waiting(const Key& key) {
-  // At most kMaxWaiting entries, looked at once per end mark (one per stream and branch).
+  // Looked at once per end mark (one per stream and branch), not per message.
   auto it = std::find_if(waiting_.begin(), waiting_.end(),
                          [&](const Waiting& w) { return w.key == key; });
   return it == waiting_.end() ? nullptr : &*it;
 }
 
-EndJoins::Waiting& EndJoins::wait(const Key& key) {
-  waiting_.push_back(Waiting{key, {}});
+EndJoins::Waiting& EndJoins::wait(const Key& key, uint64_t now_ns) {
+  waiting_.push_back(Waiting{key, {}, now_ns});
   return waiting_.back();
 }
 

@@ -665,7 +665,8 @@ void Node::release(transport::Slot& slot) {
   if (slot.link) {
     release_to(*slot.link, slot);
   } else {
-    // An abort frame of the node's own (send_abort): what became of it concerns no one upstream.
+    // A frame of the node's own (own_frame(): an abort, an end mark): what became of it concerns
+    // no one upstream.
     if (slot.outcome) {
       slot.outcome->clear();
       free_outcomes_.push_back(std::exchange(slot.outcome, nullptr));
@@ -856,6 +857,7 @@ void Node::drop_waiting(Downstream& d) {
 
 void Node::tick() {
   stage_.flush();
+  expire_ends();
   if (workers_) {
     if (!worker_stages_.empty()) workers_->request_flush();
     for (size_t i = 0; i < worker_counters_.size(); ++i) {

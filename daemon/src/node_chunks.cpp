@@ -287,7 +287,7 @@ void Node::abort_orphans() {
   });
 }
 
-void Node::send_abort(Partial& p) {
+transport::Slot* Node::own_frame() {
   if (abort_slots_.empty()) {
     // Header-only frames: each slot gets a frame buffer for its header and no payload room.
     abort_frames_.resize(kAbortSlots * transport::kFrameHeaderSize);
@@ -297,7 +297,18 @@ void Node::send_abort(Partial& p) {
       free_aborts_.push_back(&abort_slots_[i]);
     }
   }
-  if (free_aborts_.empty() || branches_of(p).peers.empty()) {
+  if (free_aborts_.empty()) return nullptr;
+  transport::Slot* s = free_aborts_.back();
+  free_aborts_.pop_back();
+  s->length = 0;
+  s->link = nullptr;  // the node's own: release() gives it back to free_aborts_
+  return s;
+}
+
+void Node::send_abort(Partial& p) {
+  transport::Slot* s = own_frame();
+  if (!s || branches_of(p).peers.empty()) {
+    if (s) free_aborts_.push_back(s);
     // Downstream then learns it from the next frame on the link (a reassembling node gives
     // the message up on it); the link must not wait for the rest of the message any longer.
     for (auto& d : downstream_) {
@@ -305,16 +316,12 @@ void Node::send_abort(Partial& p) {
     }
     return;
   }
-  transport::Slot& s = *free_aborts_.back();
-  free_aborts_.pop_back();
-  s.origin = p.origin;
-  s.seq = p.seq;
-  s.chunk = p.next_chunk;
-  s.length = 0;
-  s.flags = transport::kFlagAbort;
-  s.link = nullptr;  // the node's own: release() gives it back to free_aborts_
-  s.arrived_ns = loop_.now_ns();
-  route(s, &p);
+  s->origin = p.origin;
+  s->seq = p.seq;
+  s->chunk = p.next_chunk;
+  s->flags = transport::kFlagAbort;
+  s->arrived_ns = loop_.now_ns();
+  route(*s, &p);
 }
 
 Node::BranchSet& Node::branches_of(Partial& p) {

@@ -1,5 +1,5 @@
-// End marks at a node: the head stamps them, and where branches join again one copy passes
-// on once every branch's is in (end_joins.h says why).
+// End marks at a node: the head stamps them, and where branches join again one passes on once
+// every branch's copy is in (end_joins.h says why, and why the others are not held).
 #include <algorithm>
 
 #include "hoprelay/daemon/node.h"
@@ -12,13 +12,13 @@ void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
   if (link.peer().role == transport::PeerRole::kProducer) {
     slot.chunk = stamp_;  // a producer's: from here on it says which head the stream entered by
   } else if (!join_end(link, slot)) {
-    return;  // held until the copy of every other branch is in
+    return;
   }
-  pass_on_end(slot, false);
+  pass_on_end(slot);
 }
 
-// True when `slot` passes on now, with the copies held before it (released with it). False
-// when it waits for another branch's copy, or went with a copy passed on before.
+// True when `slot` passes on now. False when it was acknowledged (a copy before the last, or
+// after its end mark passed on) or goes with the copy passed on.
 bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
   const uint32_t want = end_joins_.copies(slot.chunk);
   // One path from its head, or a stamp this topology does not know (a reload in between):
@@ -27,75 +27,90 @@ bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
   const EndJoins::Key key{slot.origin, slot.seq, slot.chunk};
   transport::Slot* in_flight = nullptr;
   if (end_joins_.was_done(key, in_flight)) {
-    // A copy replayed after the end mark passed on (its link failed before the acknowledgement
-    // reached its sender): acknowledged with it, or at once when that is done.
-    if (!in_flight) {
+    if (in_flight) {
+      // A later copy (a slower branch's, or a replay of the one passed on after its link
+      // failed) while the end mark passed on is still in flight: acknowledged with it.
+      slot.refs = 0;
+      slot.routes = 0;
+      slot.repeats = std::exchange(in_flight->repeats, &slot);
+      hold(slot);
+    } else {
       consume(link, slot);
-      return false;
     }
-    slot.refs = 0;
-    slot.routes = 0;
-    slot.repeats = std::exchange(in_flight->repeats, &slot);
-    hold(slot);
     return false;
   }
   EndJoins::Waiting* w = end_joins_.waiting(key);
-  if (!w) w = &end_joins_.wait(key);
+  if (!w) w = &end_joins_.wait(key, loop_.now_ns());
   const std::string& peer = link.peer().name;
-  auto same = std::find_if(w->copies.begin(), w->copies.end(),
-                           [&](const EndJoins::Copy& c) { return c.peer == peer; });
-  if (same != w->copies.end()) {
-    // The same branch again: a replay on a new link after the old one failed (nothing goes
-    // back on that one), or the same end again (a producer that resumed and closed at once).
-    release(*std::exchange(same->slot, &slot));
-  } else {
-    w->copies.push_back({peer, &slot});
+  if (std::find(w->peers.begin(), w->peers.end(), peer) == w->peers.end()) {
+    w->peers.push_back(peer);
   }
-  hold(slot);
-  if (w->copies.size() < want) {
-    if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) {
-      pass_on_waiting(end_joins_.all_waiting().front(),
-                      "more streams than kMaxWaiting wait for another branch's end mark");
-    }
+  if (w->peers.size() < want) {
+    consume(link, slot);  // not held: it would stop this link's credits (end_joins.h)
+    if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire_ends();
     return false;
   }
-  pass_on_waiting(*w, nullptr);
-  return false;
+  end_joins_.stop_waiting(key);
+  end_joins_.done(key, &slot);
+  return true;
 }
 
-// Passes on the newest copy of `w` with the others as its repeats, and forgets `w`.
-void Node::pass_on_waiting(EndJoins::Waiting& w, const char* why) {
-  const EndJoins::Key key = w.key;
-  const size_t have = w.copies.size();
-  transport::Slot& last = *w.copies.back().slot;
-  for (size_t i = 0; i + 1 < have; ++i) {
-    transport::Slot& copy = *w.copies[i].slot;
-    copy.refs = 0;
-    copy.routes = 0;
-    copy.repeats = std::exchange(last.repeats, &copy);
-  }
+// Passes on an end mark of the node's own for `key` (its copies were acknowledged as they
+// came): a branch's copy did not come in time, or a reload left fewer branches to wait for.
+// `key` by value: it may be the waiting entry's own, which stop_waiting() destroys.
+bool Node::give_up_end(EndJoins::Key key, const char* why) {
+  transport::Slot* s = own_frame();
+  if (!s) return false;  // every frame of its own in flight: the next tick tries again
   if (why) {
+    const EndJoins::Waiting* w = end_joins_.waiting(key);
     node_log().warn(
-        "origin {}: end of stream after {} passed on with {} of {} branches' copies ({}): a "
-        "consumer below may see it before the last messages of the other branches",
-        key.origin, key.seq, have, end_joins_.copies(key.stamp), why);
+        "origin {}: end of stream after {} passed on with the end marks of {} of {} branches "
+        "({}): a branch lost or dropped its copy, or this node restarted while it waited",
+        key.origin, key.seq, w ? w->peers.size() : 0, end_joins_.copies(key.stamp), why);
   }
-  end_joins_.stop_waiting(key);  // `w` is gone
-  end_joins_.done(key, &last);
-  pass_on_end(last, true);
+  end_joins_.stop_waiting(key);
+  s->origin = key.origin;
+  s->seq = key.seq;
+  s->chunk = key.stamp;
+  s->flags = transport::kFlagEnd;
+  s->arrived_ns = loop_.now_ns();
+  end_joins_.done(key, s);
+  pass_on_end(*s);
+  return true;
+}
+
+// Once a second, and when one more waits than a node keeps: end marks that waited longer than
+// peer_down_timeout for a branch's copy, and the oldest past kMaxWaiting. When no frame of the
+// node's own is free (all in flight to a downstream that is down), the next tick tries again.
+void Node::expire_ends() {
+  auto& all = end_joins_.all_waiting();
+  const auto limit = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(spec_->peer_down_timeout).count());
+  const uint64_t now = loop_.now_ns();
+  while (!all.empty()) {
+    const char* why = nullptr;
+    if (now - all.front().since_ns >= limit) {
+      why = "no copy from the other branches within peer_down_timeout";
+    } else if (all.size() > EndJoins::kMaxWaiting) {
+      why = "more streams wait for a branch's end mark than a node keeps";
+    } else {
+      return;
+    }
+    if (!give_up_end(all.front().key, why)) return;
+  }
 }
 
 void Node::settle_ends() {
   // A reload may have removed a branch: what now has every copy passes on.
   std::vector<EndJoins::Key> ready;
-  for (auto& w : end_joins_.all_waiting()) {
-    if (w.copies.size() >= end_joins_.copies(w.key.stamp)) ready.push_back(w.key);
+  for (const auto& w : end_joins_.all_waiting()) {
+    if (w.peers.size() >= end_joins_.copies(w.key.stamp)) ready.push_back(w.key);
   }
-  for (const auto& key : ready) pass_on_waiting(*end_joins_.waiting(key), nullptr);
+  for (const auto& key : ready) give_up_end(key, nullptr);
 }
 
-void Node::pass_on_end(transport::Slot& slot, bool held) {
-  if (!held) hold(slot);
+void Node::pass_on_end(transport::Slot& slot) {
+  hold(slot);
   if (active_.empty()) {
     if (receiver_) return receiver_->on_end(slot.origin, slot.seq, slot);
     node_log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);

@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
   put("header-chunk-abort", header(abort));
   // A producer's end of stream (wire version 3): after its messages 0-43.
   put("header-end", header({FrameType::kData, kFlagEnd, 0, 7, 44, 0, 8}));
+  // The same, stamped by its head (wire version 6).
+  FrameHeader stamped{FrameType::kData, kFlagEnd, 0, 7, 44, 0, 8};
+  stamped.chunk = 0x9e3779b9;
+  put("header-end-stamped", header(stamped));
   // A zstd-compressed chunk (wire version 5): the stage's flag beside MORE.
   put("header-chunk-zstd", header({FrameType::kData, kFlagZstd | kFlagMore, 0, 7, 45, 0, 9}));
   // Outcomes (wire version 4): a drop of message 42 in slot 5, one of chunk 2 in slot 6.

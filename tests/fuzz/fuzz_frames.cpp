@@ -58,9 +58,10 @@ WireError check_header(const std::byte* in, uint32_t limit, FrameHeader& out) {
     // An abort ends a message: nothing in it, nothing after it.
     if (out.flags & kFlagAbort) FUZZ_CHECK(out.length == 0 && !(out.flags & kFlagMore));
     if (out.flags & kFlagMore) FUZZ_CHECK(out.chunk != UINT32_MAX);
-    // An end of stream is a bare mark: no bytes, no chunk, no other flag.
+    // An end of stream is a bare mark: no bytes, no other flag, never a chunk (its chunk
+    // field is the head's stamp, any value).
     if (out.flags & kFlagEnd) {
-      FUZZ_CHECK(out.length == 0 && out.flags == kFlagEnd && out.chunk == 0);
+      FUZZ_CHECK(out.length == 0 && out.flags == kFlagEnd && !is_chunk(out.flags, out.chunk));
     }
     FUZZ_CHECK(out.credits == 0);  // data frames carry a chunk index there
   } else if (out.type == FrameType::kOutcome) {

@@ -294,18 +294,25 @@ TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
 // route = "hash" every message of origin 21 takes b2, but its end mark takes both; b1 is
 // stopped, so b2's copy comes first. The consumer must wait for b1's, see one end mark, and the
 // producer's close must hear that both were acknowledged (end_joins.h). Before, recv stopped
-// at b2's copy and b1's was never acknowledged: `send` timed out. `relay` puts a daemon at the
-// join (c) and the consumer below it (d): c passes one end mark on, once both are in.
-void expect_one_end_where_branches_join(bool relay) {
+// at b2's copy and b1's was never acknowledged: `send` timed out.
+enum class Join {
+  kConsumer,  // the consumer is c
+  kRelay,     // c is a daemon, the consumer d below it: c passes one end mark on
+  kGiveUp,    // as kRelay, b1 stopped longer than c's peer_down_timeout: c passes on its own
+};
+
+void expect_one_end_where_branches_join(Join join) {
   TempDir dir;
   constexpr uint64_t kCount = 4000;
   constexpr uint32_t kSize = 200;
+  const bool relay = join != Join::kConsumer;
   const std::string consumer = relay ? "d" : "c";
   std::vector<NodeDef> nodes{
       {"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
       {"b1", {"c"}},
       {"b2", {"c"}},
-      {"c", relay ? std::vector<std::string>{"d"} : std::vector<std::string>{}}};
+      {"c", relay ? std::vector<std::string>{"d"} : std::vector<std::string>{},
+       "{ plugin = \"passthrough\" }", join == Join::kGiveUp ? "peer_down_timeout = \"2s\"" : ""}};
   if (relay) nodes.push_back({"d", {}});
   Pipeline p(dir, nodes);
   if (relay) p.start("c");
@@ -332,9 +339,18 @@ void expect_one_end_where_branches_join(bool relay) {
   ASSERT_TRUE(wait_until([&] { return size_of(out) == kCount * kSize; }, 60s))
       << size_of(out) << " bytes\n"
       << recv.output() << send->output();
-  // Every message is in and b2's end mark is on its way or in: the consumer waits for b1's.
-  std::this_thread::sleep_for(500ms);
-  EXPECT_TRUE(recv.running()) << recv.output();
+  if (join == Join::kGiveUp) {
+    // c gives up on b1's copy after 2 s and passes on one of its own: the consumer ends.
+    ASSERT_EQ(recv.wait(30s), 0) << recv.output();
+    EXPECT_NE(p.proc("c").output().find("passed on with the end marks of 1 of 2 branches"),
+              std::string::npos)
+        << p.proc("c").output();
+  } else {
+    // Every message is in and b2's end mark is on its way or in: the consumer waits for b1's.
+    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(recv.running()) << recv.output();
+  }
+  // b1's copy then comes (c acknowledges it for the end mark passed on, when it gave up).
   p.proc("b1").signal(SIGCONT);
   ASSERT_EQ(send->wait(60s), 0) << send->output() << recv.output();
   EXPECT_NE(send->output().find("sent " + std::to_string(kCount) + " messages"), std::string::npos)
@@ -348,11 +364,15 @@ void expect_one_end_where_branches_join(bool relay) {
 }
 
 TEST(Streams, WhereASplitJoinsAgainTheConsumerSeesOneEndAndTheProducerClosesCleanly) {
-  expect_one_end_where_branches_join(false);
+  expect_one_end_where_branches_join(Join::kConsumer);
 }
 
 TEST(Streams, ARelayWhereASplitJoinsAgainPassesOneEndOn) {
-  expect_one_end_where_branches_join(true);
+  expect_one_end_where_branches_join(Join::kRelay);
+}
+
+TEST(Streams, ARelayWhereASplitJoinsAgainGivesUpOnABranchAfterPeerDownTimeout) {
+  expect_one_end_where_branches_join(Join::kGiveUp);
 }
 
 }  // namespace

@@ -60,10 +60,11 @@ TEST(EndJoins, WaitingAndDoneBookkeeping) {
   const EndJoins::Key k1{23, 4000, 77}, k2{23, 4000, 78};
   EXPECT_EQ(j.waiting(k1), nullptr);
   transport::Slot s1, s2;
-  j.wait(k1).copies.push_back({"b1", &s1});
-  j.wait(k2);
+  j.wait(k1, 5).peers.push_back("b1");
+  j.wait(k2, 6);
   ASSERT_NE(j.waiting(k1), nullptr);
-  EXPECT_EQ(j.waiting(k1)->copies.size(), 1u);
+  EXPECT_EQ(j.waiting(k1)->peers.size(), 1u);
+  EXPECT_EQ(j.waiting(k1)->since_ns, 5u);
   EXPECT_EQ(&j.all_waiting().front(), j.waiting(k1));  // oldest first
   j.stop_waiting(k1);
   EXPECT_EQ(j.waiting(k1), nullptr);

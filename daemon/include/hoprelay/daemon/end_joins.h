@@ -1,17 +1,27 @@
 // End marks where branches join again.
 //
 // Every node sends a stream's end mark down every branch (docs/protocol.md, "End of stream"),
-// so where a split joins again (a -> b1, b2 -> c) c gets one copy per branch. The first one to
-// arrive may overtake messages still on the other branch (b1 slow, round-robin at a): a
-// consumer that stops at the first end mark would miss them, and the producer's close would
-// wait for end marks that nobody acknowledges. So a node passes an end mark on only once it
-// holds a copy from every upstream peer the stream can come through, and passes one copy on:
-// each node below then again gets one per upstream peer, never more.
+// so where a split joins again (a -> b1, b2 -> c) c gets one copy per branch. A consumer that
+// stops at the first (hoprelay recv) leaves the later copies unacknowledged, and the producer's
+// close waits for them until it times out. So a node passes an end mark on only once a copy
+// from every upstream peer the stream can come through is in, and passes one copy on: each node
+// below then again gets one per upstream peer, never more.
 //
 // Which upstream peers a stream comes through depends on the head it entered by: the head
 // stamps its end marks (FrameHeader::chunk) with stamp_of(its name), and every node computes
-// from the shared topology which of its upstream peers that head reaches. This class is that
-// computation and the bookkeeping of the copies held; Node (node_ends.cpp) holds the slots.
+// from the shared topology which of its upstream peers that head reaches.
+//
+// The copies that come before the last are acknowledged at once, not held: slots go back to a
+// sender in ring order, so one held slot would stop its link's credits, and with them every
+// stream behind it (two heads whose end marks cross on two branches would stop each other for
+// good). What a node remembers of them is only which peers' copies are in. So a node that
+// dies while it waits has lost them (their senders do not replay what was acknowledged): after
+// a limit (the node's peer_down_timeout) it passes on an end mark of its own. The same limit
+// covers a branch that never delivers its copy (dropped under on_peer_down = "drop-after",
+// or a reload in between that changed the branches).
+//
+// This class is the computation and the bookkeeping; Node (node_ends.cpp) acknowledges, passes
+// on and gives up.
 #pragma once
 
 #include <cstddef>
@@ -34,12 +44,11 @@ namespace hoprelay::daemon {
 class EndJoins {
  public:
   // Streams whose end mark waits for another branch's copy. Past this many the oldest is
-  // passed on as it is (its consumer may then see the end before late messages, as before
-  // this class existed): a branch that dropped its copy (on_peer_down = drop-after) must not
-  // hold slots here for ever.
-  static constexpr size_t kMaxWaiting = 256;
-  // End marks passed on, remembered so that a copy replayed after they completed (a link that
-  // failed before the acknowledgement reached its sender) is acknowledged, not held again.
+  // given up on (passed on as if complete).
+  static constexpr size_t kMaxWaiting = 1024;
+  // End marks passed on, remembered so that a copy that comes after its end mark passed on (a
+  // slower branch's, or a replay after a link failed before the acknowledgement reached its
+  // sender) is acknowledged, not waited for again.
   static constexpr size_t kMaxDone = 1024;
 
   struct Key {
@@ -48,13 +57,10 @@ class EndJoins {
     uint32_t stamp = 0;
     bool operator==(const Key&) const = default;
   };
-  struct Copy {
-    std::string peer;  // the upstream node it came from
-    transport::Slot* slot = nullptr;
-  };
   struct Waiting {
     Key key;
-    std::vector<Copy> copies;
+    std::vector<std::string> peers;  // the upstream nodes whose copy is in
+    uint64_t since_ns = 0;           // when the first came (the event loop's clock)
   };
 
   // A head's stamp: the FNV-1a 64 hash of its name folded to 32 bits, never 0 (0 is a
@@ -69,11 +75,10 @@ class EndJoins {
   // that stamp, or two have. Computed once per head (one walk of the topology), then cached.
   uint32_t copies(uint32_t stamp);
 
-  // The copies held for `key`, or null.
+  // What is known of `key`'s copies while it waits, or null.
   Waiting* waiting(const Key& key);
-  // A new entry for `key` (not waiting yet), the newest.
-  Waiting& wait(const Key& key);
-  // Removes `key`'s entry (its copies are the caller's again).
+  // A new entry for `key`, the newest.
+  Waiting& wait(const Key& key, uint64_t now_ns);
   void stop_waiting(const Key& key);
   // Every waiting entry, oldest first.
   std::deque<Waiting>& all_waiting() { return waiting_; }
@@ -97,7 +102,7 @@ class EndJoins {
   std::unordered_map<uint32_t, uint32_t> by_stamp_;  // stamp -> node index (kNone: shared)
   std::vector<uint32_t> upstream_;                   // this node's upstream peers, by index
   std::unordered_map<uint32_t, uint32_t> copies_;    // stamp -> copies (cache)
-  std::deque<Waiting> waiting_;                      // oldest first; at most kMaxWaiting
+  std::deque<Waiting> waiting_;                      // oldest first
   std::unordered_map<Key, transport::Slot*, KeyHash> done_;
   std::deque<Key> done_order_;
 };

@@ -278,9 +278,13 @@ class Node final : public transport::LinkEvents {
   // once every branch's copy is in (end_joins.h).
   void on_end(transport::InboundLink& link, transport::Slot& slot);
   bool join_end(transport::InboundLink& link, transport::Slot& slot);
-  void pass_on_end(transport::Slot& slot, bool held);
-  void pass_on_waiting(EndJoins::Waiting& w, const char* why);
+  bool give_up_end(EndJoins::Key key, const char* why);
+  void expire_ends();
   void settle_ends();
+  void pass_on_end(transport::Slot& slot);
+  // A header-only frame of the node's own (an abort, an end mark), or null when all are in
+  // flight; release() takes it back.
+  transport::Slot* own_frame();
   void check_drained();
 
   std::shared_ptr<const config::Topology> topology_;
@@ -316,7 +320,7 @@ class Node final : public transport::LinkEvents {
   std::string detail_;  // stage_detail()'s text
   PartialTable partials_;
   std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
-  // Abort frames the node itself sends (send_abort): a few header-only slots of its own.
+  // Frames the node itself sends (own_frame(): aborts, end marks): header-only slots.
   static constexpr size_t kAbortSlots = 64;
   std::vector<std::byte> abort_frames_;
   std::vector<transport::Slot> abort_slots_;
