@@ -29,8 +29,12 @@ void DedupTable::evict_oldest() {
   windows_.erase(oldest);
 }
 
-bool DedupTable::seen(uint32_t origin, uint64_t seq) {
-  return window_for(origin, seq).taken.test(seq);  // too old to tell: a repeat
+bool DedupTable::seen(uint32_t origin, uint64_t seq) const {
+  if (last_ && last_origin_ == origin) return last_->taken.test(seq);
+  auto it = windows_.find(origin);
+  // An origin the table does not know has nothing taken: asking must not make it a window,
+  // which would evict another origin, and one with last_use 0, evicted first.
+  return it != windows_.end() && it->second.taken.test(seq);  // too old to tell: a repeat
 }
 
 bool DedupTable::first_time(uint32_t origin, uint64_t seq) {
@@ -38,7 +42,9 @@ bool DedupTable::first_time(uint32_t origin, uint64_t seq) {
   w.last_use = ++clock_;
   // A repeat, or too old to tell (below the window): not recorded. Past the window, it slides.
   if (!w.taken.set(seq)) return false;
-  w.next = std::max(w.next, seq + 1);
+  // At the very top of the sequence space there is no "one past": keep UINT64_MAX, where a
+  // producer resuming would find its next message a repeat, rather than wrap to 0 ("none").
+  w.next = std::max(w.next, seq == UINT64_MAX ? seq : seq + 1);
   return true;
 }
 

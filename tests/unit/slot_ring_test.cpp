@@ -142,6 +142,26 @@ TEST(Dedup, SeenAsksWithoutRecording) {
   EXPECT_TRUE(t.seen(4, 10)) << "too old to tell: a repeat, as first_time() says";
 }
 
+TEST(Dedup, SeenOfAnUnknownOriginForgetsNoOther) {
+  DedupTable t(2);
+  ASSERT_TRUE(t.first_time(1, 5));
+  ASSERT_TRUE(t.first_time(2, 5));
+  EXPECT_FALSE(t.seen(3, 5)) << "nothing taken from an unknown origin";
+  EXPECT_EQ(t.origins(), 2u) << "asking made no window";
+  EXPECT_FALSE(t.first_time(1, 5)) << "origin 1 still remembered";
+  EXPECT_FALSE(t.first_time(2, 5)) << "origin 2 still remembered";
+}
+
+TEST(Dedup, NextSeqAtTheTopOfTheSequenceSpaceDoesNotWrap) {
+  DedupTable t;
+  const uint64_t top = UINT64_MAX;
+  ASSERT_TRUE(t.first_time(9, top));
+  EXPECT_EQ(t.next_seq(9), top) << "not 0, which means nothing was taken";
+  EXPECT_FALSE(t.first_time(9, top)) << "a repeat";
+  ASSERT_TRUE(t.first_time(9, top - 1)) << "older, inside the window: new";
+  EXPECT_EQ(t.next_seq(9), top);
+}
+
 TEST(Dedup, OriginsAreBoundedLeastRecentlyUsedFirst) {
   DedupTable t(2);
   t.first_time(1, 0);

@@ -4,7 +4,8 @@
 //
 // Why a window is enough: every link holds at most `slots` (<= 4096) unacknowledged frames, so
 // a message can arrive late, relative to later messages of its origin, only by what the links
-// on its path hold. kWindow (65536) covers 16 hops of the largest slot rings.
+// on its path hold. kWindow (65536, of which at least 65,472 lie below the newest: the window
+// slides by whole words) covers 15 hops of the largest slot rings.
 //
 // Bounded memory: at most kMaxOrigins origins (8 KiB each); the one idle longest is forgotten
 // first. A forgotten origin that comes back starts a fresh window, which ends at the first
@@ -29,9 +30,10 @@ class DedupTable {
   // True the first time (origin, seq) is seen; false for a repeat, or for a sequence number
   // that fell out of the window (too old to tell: treated as a repeat).
   bool first_time(uint32_t origin, uint64_t seq);
-  // Whether first_time(origin, seq) would say "repeat", without recording anything: a chunked
-  // message is recorded at its last chunk, and each chunk asks whether it passed already.
-  bool seen(uint32_t origin, uint64_t seq);
+  // Whether first_time(origin, seq) would say "repeat", without recording anything (an origin
+  // it does not know stays unknown): a chunked message is recorded at its last chunk, and each
+  // chunk asks whether it passed already.
+  bool seen(uint32_t origin, uint64_t seq) const;
   size_t origins() const { return windows_.size(); }
   // One past the highest sequence number taken from `origin` (0: none, or forgotten): where a
   // restarted producer of that origin resumes.
