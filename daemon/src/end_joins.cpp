@@ -1,6 +1,6 @@
 #include "hoprelay/daemon/end_joins.h"
 
-#include <algorithm>
+#include <iterator>
 
 #include "hoprelay/config/topology.h"
 
@@ -64,19 +64,22 @@ uint32_t EndJoins::copies(uint32_t stamp) {
 }
 
 EndJoins::Waiting* EndJoins::waiting(const Key& key) {
-  // Looked at once per end mark (one per stream and branch), not per message.
-  auto it = std::find_if(waiting_.begin(), waiting_.end(),
-                         [&](const Waiting& w) { return w.key == key; });
-  return it == waiting_.end() ? nullptr : &*it;
+  auto it = waiting_index_.find(key);
+  return it == waiting_index_.end() ? nullptr : &*it->second;
 }
 
 EndJoins::Waiting& EndJoins::wait(const Key& key, uint64_t now_ns) {
+  if (Waiting* w = waiting(key)) return *w;
   waiting_.push_back(Waiting{key, {}, now_ns});
+  waiting_index_.insert_or_assign(key, std::prev(waiting_.end()));
   return waiting_.back();
 }
 
 void EndJoins::stop_waiting(const Key& key) {
-  std::erase_if(waiting_, [&](const Waiting& w) { return w.key == key; });
+  auto it = waiting_index_.find(key);
+  if (it == waiting_index_.end()) return;
+  waiting_.erase(it->second);
+  waiting_index_.erase(it);
 }
 
 void EndJoins::done(const Key& key, transport::Slot* passed_on) {

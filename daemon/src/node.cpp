@@ -75,7 +75,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
       spec_(topology_->find(node_name)),
       loop_(loop),
       stage_(std::move(stage)),
-      stamp_(EndJoins::stamp_of(node_name)) {
+      stamp_(EndJoins::stamp_of(node_name)),
+      started_ns_(monotonic_ns()) {
   transport::Identity id{transport::PeerRole::kNode, spec_->name, topology_->hash, 0};
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
@@ -867,6 +868,7 @@ void Node::tick() {
     }
   }
   drops_.flush(loop_.now_ns());
+  flush_given_up_ends();
   abort_orphans();
   slots_in_use_->Set(static_cast<double>(held_));
   for (auto& d : downstream_) {

@@ -30,62 +30,108 @@ bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
     if (in_flight) {
       // A later copy (a slower branch's, or a replay of the one passed on after its link
       // failed) while the end mark passed on is still in flight: acknowledged with it.
-      slot.refs = 0;
-      slot.routes = 0;
-      slot.repeats = std::exchange(in_flight->repeats, &slot);
-      hold(slot);
+      add_repeat(*in_flight, slot);
     } else {
       consume(link, slot);
     }
     return false;
   }
-  EndJoins::Waiting* w = end_joins_.waiting(key);
-  if (!w) w = &end_joins_.wait(key, loop_.now_ns());
+  EndJoins::Waiting* w = &end_joins_.wait(key, loop_.now_ns());
   const std::string& peer = link.peer().name;
-  if (std::find(w->peers.begin(), w->peers.end(), peer) == w->peers.end()) {
-    w->peers.push_back(peer);
-  }
+  const bool again = std::find(w->peers.begin(), w->peers.end(), peer) != w->peers.end();
+  if (!again) w->peers.push_back(peer);
   if (w->peers.size() < want) {
-    consume(link, slot);  // not held: it would stop this link's credits (end_joins.h)
-    if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire_ends();
+    if (w->held && again && w->held->link && w->held->link->peer().name == peer) {
+      // The held copy again, replayed after its link dropped: acknowledged with it.
+      add_repeat(*w->held, slot);
+    } else if (!w->held && loop_.now_ns() - started_ns_ < end_limit_ns()) {
+      w->held = &slot;  // right after a start: kept unacknowledged (end_joins.h)
+    } else {
+      consume(link, slot);  // not held: it would stop this link's credits (end_joins.h)
+      if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire_ends();
+    }
     return false;
   }
+  transport::Slot* held = w->held;
   end_joins_.stop_waiting(key);
   end_joins_.done(key, &slot);
+  if (held) add_repeat(slot, *held);  // the copy kept since the start goes with this one
   return true;
 }
 
-// Passes on an end mark of the node's own for `key` (its copies were acknowledged as they
-// came): a branch's copy did not come in time, or a reload left fewer branches to wait for.
+// `copy` is acknowledged when `first` is (Slot::repeats: release() walks the list).
+void Node::add_repeat(transport::Slot& first, transport::Slot& copy) {
+  copy.refs = 0;
+  copy.routes = 0;
+  copy.repeats = std::exchange(first.repeats, &copy);
+  hold(copy);
+}
+
+uint64_t Node::end_limit_ns() const {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(spec_->peer_down_timeout).count());
+}
+
+// Passes on `key`'s end mark without every branch's copy: a branch's copy did not come in
+// time, or a reload left fewer branches to wait for. The copy held since a start if there is
+// one, else an end mark of the node's own (the copies were acknowledged as they came).
 // `key` by value: it may be the waiting entry's own, which stop_waiting() destroys.
 bool Node::give_up_end(EndJoins::Key key, const char* why) {
-  transport::Slot* s = own_frame();
+  const EndJoins::Waiting* w = end_joins_.waiting(key);
+  transport::Slot* held = w ? w->held : nullptr;
+  transport::Slot* s = held ? held : own_frame();
   if (!s) return false;  // every frame of its own in flight: the next tick tries again
-  if (why) {
-    const EndJoins::Waiting* w = end_joins_.waiting(key);
-    node_log().warn(
-        "origin {}: end of stream after {} passed on with the end marks of {} of {} branches "
-        "({}): a branch lost or dropped its copy, or this node restarted while it waited",
-        key.origin, key.seq, w ? w->peers.size() : 0, end_joins_.copies(key.stamp), why);
-  }
+  if (why) log_given_up_end(key, w ? w->peers.size() : 0, why);
   end_joins_.stop_waiting(key);
-  s->origin = key.origin;
-  s->seq = key.seq;
-  s->chunk = key.stamp;
-  s->flags = transport::kFlagEnd;
-  s->arrived_ns = loop_.now_ns();
+  if (!held) {
+    s->origin = key.origin;
+    s->seq = key.seq;
+    s->chunk = key.stamp;
+    s->flags = transport::kFlagEnd;
+    s->arrived_ns = loop_.now_ns();
+  }
   end_joins_.done(key, s);
   pass_on_end(*s);
   return true;
+}
+
+// The first give-up at once, then one line per kEndLogInterval with how many more: a branch
+// down for long under many short streams would otherwise write a line per stream.
+void Node::log_given_up_end(const EndJoins::Key& key, size_t copies_in, const char* why) {
+  const uint64_t now = loop_.now_ns();
+  ++ends_given_up_;
+  if (ends_logged_ns_ != 0 && now - ends_logged_ns_ < kEndLogIntervalNs) {
+    ++ends_unlogged_;
+    return;
+  }
+  node_log().warn(
+      "origin {}: end of stream after {} passed on with the end marks of {} of {} branches "
+      "({}): a branch lost or dropped its copy, or this node restarted while it waited; "
+      "further ones are logged every {} s",
+      key.origin, key.seq, copies_in, end_joins_.copies(key.stamp), why,
+      kEndLogIntervalNs / 1'000'000'000u);
+  ends_logged_ns_ = now;
+}
+
+// Once a second (tick): the give-ups not logged since the last line.
+void Node::flush_given_up_ends() {
+  const uint64_t now = loop_.now_ns();
+  if (ends_unlogged_ == 0 || now - ends_logged_ns_ < kEndLogIntervalNs) return;
+  node_log().warn(
+      "{} more end{} of stream passed on without every branch's end mark in the last {} s; "
+      "{} in all",
+      ends_unlogged_, ends_unlogged_ == 1 ? "" : "s", (now - ends_logged_ns_) / 1'000'000'000u,
+      ends_given_up_);
+  ends_unlogged_ = 0;
+  ends_logged_ns_ = now;
 }
 
 // Once a second, and when one more waits than a node keeps: end marks that waited longer than
 // peer_down_timeout for a branch's copy, and the oldest past kMaxWaiting. When no frame of the
 // node's own is free (all in flight to a downstream that is down), the next tick tries again.
 void Node::expire_ends() {
-  auto& all = end_joins_.all_waiting();
-  const auto limit = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(spec_->peer_down_timeout).count());
+  const auto& all = end_joins_.all_waiting();
+  const uint64_t limit = end_limit_ns();
   const uint64_t now = loop_.now_ns();
   while (!all.empty()) {
     const char* why = nullptr;

@@ -375,5 +375,71 @@ TEST(Streams, ARelayWhereASplitJoinsAgainGivesUpOnABranchAfterPeerDownTimeout) {
   expect_one_end_where_branches_join(Join::kGiveUp);
 }
 
+// The joining node restarted while it waited, then killed again before it gave up. c (a relay
+// of a -> b1, b2 -> c -> d) acknowledged b2's copy of the end mark, then died; its next life
+// gets only b1's. Acknowledged at once, that copy would let the producer's close return, and
+// with c killed again before its give-up, no life of c would ever have a copy: the consumer
+// would never see the end. Right after a start c holds the copy instead (end_joins.h), so the
+// next life gets it replayed and passes it on at its give-up: recv ends, send exits 0.
+TEST(Streams, AJoinRestartedTwiceWhileItWaitsStillPassesTheEndOn) {
+  TempDir dir;
+  constexpr uint64_t kCount = 2000;
+  constexpr uint32_t kSize = 200;
+  constexpr auto kTimeout = 4s;  // c's peer_down_timeout: its give-up, and its holding window
+  Pipeline p(dir, {{"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
+                   {"b1", {"c"}},
+                   {"b2", {"c"}},
+                   {"c", {"d"}, "{ plugin = \"passthrough\" }", "peer_down_timeout = \"4s\""},
+                   {"d", {}}});
+  p.start("c");
+  const auto c_started = std::chrono::steady_clock::now();
+  for (const char* n : {"b1", "b2", "a"}) p.start(n);
+  const fs::path out = dir / "out.bin";
+  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "d",
+                "--output", out.string(), "--timeout", "90"},
+               dir / "recv.log");
+  auto link_up = [&](const std::string& from, const std::string& to) {
+    return wait_until(
+        [&] {
+          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
+                              "direction=\"out\",peer=\"" + to + "\"") == 1;
+        },
+        15s);
+  };
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
+    ASSERT_TRUE(link_up(from, to)) << from << " -> " << to << "\n" << recv.output();
+  }
+  // Past c's holding window, so that b2's copy is acknowledged at once, as in a long-running c.
+  std::this_thread::sleep_until(c_started + kTimeout + 500ms);
+  p.proc("b1").signal(SIGSTOP);
+  auto send = p.start_send("a", kCount, kSize, {"--origin", "21"});  // all through b2
+  ASSERT_TRUE(wait_until([&] { return size_of(out) == kCount * kSize; }, 60s))
+      << size_of(out) << " bytes\n"
+      << recv.output() << send->output();
+  std::this_thread::sleep_for(500ms);  // b2's copy of the end mark in c, acknowledged
+  ASSERT_TRUE(recv.running()) << recv.output();
+  p.crash_and_restart("c");  // before its give-up: b2's copy is gone with it
+  const auto second_start = std::chrono::steady_clock::now();
+  p.proc("b1").signal(SIGCONT);
+  ASSERT_TRUE(link_up("b1", "c")) << p.proc("b1").output();
+  std::this_thread::sleep_for(300ms);  // b1's copy in c
+  // Killed again within its holding window, before its give-up.
+  ASSERT_LT(std::chrono::steady_clock::now() - second_start, kTimeout)
+      << "the machine was too slow to kill c before its give-up; the test proves nothing";
+  p.crash_and_restart("c");
+  // The third life gets b1's copy again (held, not acknowledged) and gives up on b2's.
+  ASSERT_EQ(recv.wait(60s), 0) << recv.output() << p.proc("c").output();
+  EXPECT_NE(recv.output().find("received " + std::to_string(kCount) + " messages"),
+            std::string::npos)
+      << recv.output();
+  EXPECT_EQ(size_of(out), kCount * kSize) << recv.output();
+  ASSERT_EQ(send->wait(30s), 0) << send->output();
+  EXPECT_NE(p.proc("c").output().find("passed on with the end marks of 1 of 2 branches"),
+            std::string::npos)
+      << p.proc("c").output();
+  p.stop_all();
+}
+
 }  // namespace
 }  // namespace hoprelay::test

@@ -62,6 +62,8 @@ TEST(EndJoins, WaitingAndDoneBookkeeping) {
   transport::Slot s1, s2;
   j.wait(k1, 5).peers.push_back("b1");
   j.wait(k2, 6);
+  EXPECT_EQ(&j.wait(k1, 7), j.waiting(k1)) << "waiting already: the same entry";
+  EXPECT_EQ(j.all_waiting().size(), 2u);
   ASSERT_NE(j.waiting(k1), nullptr);
   EXPECT_EQ(j.waiting(k1)->peers.size(), 1u);
   EXPECT_EQ(j.waiting(k1)->since_ns, 5u);

@@ -20,6 +20,14 @@
 // covers a branch that never delivers its copy (dropped under on_peer_down = "drop-after",
 // or a reload in between that changed the branches).
 //
+// One exception, bounded by the same limit: for peer_down_timeout after the node started, the
+// first copy of a stream is held (Waiting::held), and it is that copy which passes on, with
+// the completing one or at the give-up. A node that started may have acknowledged the other
+// copies in its previous life; acknowledging this one too would let the producer's close
+// return before any consumer has the end mark, and lose the mark for good if the node died
+// again before the give-up. Held, it is replayed to the next life instead. The stall is that
+// of one link's credits for at most peer_down_timeout, and only right after a start.
+//
 // This class is the computation and the bookkeeping; Node (node_ends.cpp) acknowledges, passes
 // on and gives up.
 #pragma once
@@ -27,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -61,6 +70,8 @@ class EndJoins {
     Key key;
     std::vector<std::string> peers;  // the upstream nodes whose copy is in
     uint64_t since_ns = 0;           // when the first came (the event loop's clock)
+    // Right after a start: the copy kept unacknowledged, to pass on (see above), or null.
+    transport::Slot* held = nullptr;
   };
 
   // A head's stamp: the FNV-1a 64 hash of its name folded to 32 bits, never 0 (0 is a
@@ -77,11 +88,11 @@ class EndJoins {
 
   // What is known of `key`'s copies while it waits, or null.
   Waiting* waiting(const Key& key);
-  // A new entry for `key`, the newest.
+  // A new entry for `key`, the newest (or the one there is).
   Waiting& wait(const Key& key, uint64_t now_ns);
   void stop_waiting(const Key& key);
   // Every waiting entry, oldest first.
-  std::deque<Waiting>& all_waiting() { return waiting_; }
+  const std::list<Waiting>& all_waiting() const { return waiting_; }
 
   // `passed_on` carries `key`'s end mark on; remembered until kMaxDone more have.
   void done(const Key& key, transport::Slot* passed_on);
@@ -99,10 +110,11 @@ class EndJoins {
   };
 
   std::vector<std::vector<uint32_t>> edges_;         // node index -> downstream indices
-  std::unordered_map<uint32_t, uint32_t> by_stamp_;  // stamp -> node index (kNone: shared)
+  std::unordered_map<uint32_t, uint32_t> by_stamp_;  // stamp -> node index (kShared: two)
   std::vector<uint32_t> upstream_;                   // this node's upstream peers, by index
   std::unordered_map<uint32_t, uint32_t> copies_;    // stamp -> copies (cache)
-  std::deque<Waiting> waiting_;                      // oldest first
+  std::list<Waiting> waiting_;                       // oldest first
+  std::unordered_map<Key, std::list<Waiting>::iterator, KeyHash> waiting_index_;
   std::unordered_map<Key, transport::Slot*, KeyHash> done_;
   std::deque<Key> done_order_;
 };

@@ -279,6 +279,10 @@ class Node final : public transport::LinkEvents {
   void on_end(transport::InboundLink& link, transport::Slot& slot);
   bool join_end(transport::InboundLink& link, transport::Slot& slot);
   bool give_up_end(EndJoins::Key key, const char* why);
+  void log_given_up_end(const EndJoins::Key& key, size_t copies_in, const char* why);
+  void flush_given_up_ends();
+  void add_repeat(transport::Slot& first, transport::Slot& copy);
+  uint64_t end_limit_ns() const;  // peer_down_timeout: how long an end mark waits for a branch
   void expire_ends();
   void settle_ends();
   void pass_on_end(transport::Slot& slot);
@@ -311,7 +315,12 @@ class Node final : public transport::LinkEvents {
   std::vector<Inbound> inbound_;
   DedupTable dedup_;
   EndJoins end_joins_;
-  const uint32_t stamp_;  // this node's, for its producers' end marks (EndJoins::stamp_of)
+  const uint32_t stamp_;       // this node's, for its producers' end marks (EndJoins::stamp_of)
+  const uint64_t started_ns_;  // the node's start: end marks are held a while after it
+  static constexpr uint64_t kEndLogIntervalNs = 5'000'000'000u;
+  uint64_t ends_given_up_ = 0;  // end marks passed on without every branch's copy
+  uint64_t ends_unlogged_ = 0;  // of those, since the last line logged
+  uint64_t ends_logged_ns_ = 0;
   DropLog drops_;
   // Outcomes of messages given up here or below (Slot::outcome). A free list that grows to the
   // most held at once (at most one per slot): a drop allocates only until then.
