@@ -48,8 +48,8 @@ bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
       w->held = &slot;  // right after a start: kept unacknowledged (end_joins.h)
     } else {
       consume(link, slot);  // not held: it would stop this link's credits (end_joins.h)
-      if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire_ends();
     }
+    if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire_ends();
     return false;
   }
   transport::Slot* held = w->held;
@@ -59,11 +59,14 @@ bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
   return true;
 }
 
-// `copy` is acknowledged when `first` is (Slot::repeats: release() walks the list).
+// `copy`, with the copies already chained to it, is acknowledged when `first` is
+// (Slot::repeats: one flat list, which release() walks). Only `copy` is new to the held list.
 void Node::add_repeat(transport::Slot& first, transport::Slot& copy) {
   copy.refs = 0;
   copy.routes = 0;
-  copy.repeats = std::exchange(first.repeats, &copy);
+  transport::Slot* tail = &copy;
+  while (tail->repeats) tail = tail->repeats;
+  tail->repeats = std::exchange(first.repeats, &copy);
   hold(copy);
 }
 

@@ -375,70 +375,146 @@ TEST(Streams, ARelayWhereASplitJoinsAgainGivesUpOnABranchAfterPeerDownTimeout) {
   expect_one_end_where_branches_join(Join::kGiveUp);
 }
 
-// The joining node restarted while it waited, then killed again before it gave up. c (a relay
-// of a -> b1, b2 -> c -> d) acknowledged b2's copy of the end mark, then died; its next life
-// gets only b1's. Acknowledged at once, that copy would let the producer's close return, and
-// with c killed again before its give-up, no life of c would ever have a copy: the consumer
-// would never see the end. Right after a start c holds the copy instead (end_joins.h), so the
-// next life gets it replayed and passes it on at its give-up: recv ends, send exits 0.
-TEST(Streams, AJoinRestartedTwiceWhileItWaitsStillPassesTheEndOn) {
+// a -> b1, b2 -> c -> d, c a relay with peer_down_timeout kTimeout (its give-up, and how long
+// after its start it holds the first copy of an end mark: end_joins.h), the consumer at d.
+// route = "hash": origin 21 goes all through b2, origin 23 all through b1.
+struct JoinRelay {
+  static constexpr uint64_t kCount = 2000;
+  static constexpr uint32_t kSize = 200;
+  static constexpr auto kTimeout = 6s;
   TempDir dir;
-  constexpr uint64_t kCount = 2000;
-  constexpr uint32_t kSize = 200;
-  constexpr auto kTimeout = 4s;  // c's peer_down_timeout: its give-up, and its holding window
-  Pipeline p(dir, {{"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
-                   {"b1", {"c"}},
-                   {"b2", {"c"}},
-                   {"c", {"d"}, "{ plugin = \"passthrough\" }", "peer_down_timeout = \"4s\""},
-                   {"d", {}}});
-  p.start("c");
-  const auto c_started = std::chrono::steady_clock::now();
-  for (const char* n : {"b1", "b2", "a"}) p.start(n);
-  const fs::path out = dir / "out.bin";
-  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "d",
-                "--output", out.string(), "--timeout", "90"},
-               dir / "recv.log");
-  auto link_up = [&](const std::string& from, const std::string& to) {
+  Pipeline p{dir,
+             {{"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
+              {"b1", {"c"}},
+              {"b2", {"c"}},
+              {"c", {"d"}, "{ plugin = \"passthrough\" }", "peer_down_timeout = \"6s\""},
+              {"d", {}}}};
+  fs::path out = dir / "out.bin";
+  std::chrono::steady_clock::time_point c_started;
+  std::unique_ptr<Process> recv;
+
+  JoinRelay() {
+    p.start("c");
+    c_started = std::chrono::steady_clock::now();
+    for (const char* n : {"b1", "b2", "a"}) p.start(n);
+    recv = std::make_unique<Process>(
+        std::vector<std::string>{HOPRELAY_BIN, "recv", "--topology", p.topology().string(),
+                                 "--node", "d", "--output", out.string(), "--timeout", "90"},
+        dir / "recv.log");
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
+      EXPECT_TRUE(link_up(from, to)) << from << " -> " << to << "\n" << recv->output();
+    }
+  }
+  bool link_up(const std::string& from, const std::string& to) {
     return wait_until(
         [&] {
           return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
                               "direction=\"out\",peer=\"" + to + "\"") == 1;
         },
         15s);
-  };
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
-    ASSERT_TRUE(link_up(from, to)) << from << " -> " << to << "\n" << recv.output();
   }
+  // c's receive slots from `peer` not yet released (sampled once a second).
+  bool c_holds(const std::string& peer, double slots) {
+    return wait_until(
+        [&] {
+          return metric_value(scrape(p.node("c").metrics), "hoprelay_link_slots_in_use",
+                              "peer=\"" + peer + "\"") == slots;
+        },
+        15s);
+  }
+  bool all_out() {
+    return wait_until([&] { return size_of(out) == kCount * kSize; }, 60s);
+  }
+  void expect_clean_end(Process& send) {
+    ASSERT_EQ(recv->wait(60s), 0) << recv->output() << p.proc("c").output();
+    EXPECT_NE(recv->output().find("received " + std::to_string(kCount) + " messages"),
+              std::string::npos)
+        << recv->output();
+    EXPECT_EQ(size_of(out), kCount * kSize) << recv->output();
+    ASSERT_EQ(send.wait(30s), 0) << send.output();
+  }
+};
+
+// The joining node restarted while it waited, then killed again before it gave up. c
+// acknowledged b2's copy of the end mark, then died; its next life gets only b1's.
+// Acknowledged at once, that copy would let the producer's close return, and with c killed
+// again before its give-up, no life of c would ever have a copy: the consumer would never see
+// the end. Right after a start c holds the copy instead, so the next life gets it replayed
+// and passes it on at its give-up: recv ends, send exits 0.
+TEST(Streams, AJoinRestartedTwiceWhileItWaitsStillPassesTheEndOn) {
+  JoinRelay j;
   // Past c's holding window, so that b2's copy is acknowledged at once, as in a long-running c.
-  std::this_thread::sleep_until(c_started + kTimeout + 500ms);
-  p.proc("b1").signal(SIGSTOP);
-  auto send = p.start_send("a", kCount, kSize, {"--origin", "21"});  // all through b2
-  ASSERT_TRUE(wait_until([&] { return size_of(out) == kCount * kSize; }, 60s))
-      << size_of(out) << " bytes\n"
-      << recv.output() << send->output();
-  std::this_thread::sleep_for(500ms);  // b2's copy of the end mark in c, acknowledged
-  ASSERT_TRUE(recv.running()) << recv.output();
-  p.crash_and_restart("c");  // before its give-up: b2's copy is gone with it
+  std::this_thread::sleep_until(j.c_started + JoinRelay::kTimeout + 500ms);
+  const double full =
+      metric_value(scrape(j.p.node("b2").metrics), "hoprelay_link_credits", "peer=\"c\"");
+  j.p.proc("b1").signal(SIGSTOP);
+  auto send = j.p.start_send("a", JoinRelay::kCount, JoinRelay::kSize, {"--origin", "21"});
+  ASSERT_TRUE(j.all_out()) << size_of(j.out) << " bytes\n" << j.recv->output() << send->output();
+  // b2's copy of the end mark acknowledged by c: all of b2's credits back.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(j.p.node("b2").metrics), "hoprelay_link_credits",
+                            "peer=\"c\"") == full;
+      },
+      15s))
+      << full;
+  ASSERT_TRUE(j.recv->running()) << j.recv->output();
+  j.p.crash_and_restart("c");  // before its give-up: b2's copy is gone with it
   const auto second_start = std::chrono::steady_clock::now();
-  p.proc("b1").signal(SIGCONT);
-  ASSERT_TRUE(link_up("b1", "c")) << p.proc("b1").output();
-  std::this_thread::sleep_for(300ms);  // b1's copy in c
+  j.p.proc("b1").signal(SIGCONT);
+  // b1's copy in c's second life, held (the code before acknowledged it: 0).
+  ASSERT_TRUE(j.c_holds("b1", 1)) << j.p.proc("c").output();
   // Killed again within its holding window, before its give-up.
-  ASSERT_LT(std::chrono::steady_clock::now() - second_start, kTimeout)
+  ASSERT_LT(std::chrono::steady_clock::now() - second_start, JoinRelay::kTimeout)
       << "the machine was too slow to kill c before its give-up; the test proves nothing";
-  p.crash_and_restart("c");
+  j.p.crash_and_restart("c");
   // The third life gets b1's copy again (held, not acknowledged) and gives up on b2's.
-  ASSERT_EQ(recv.wait(60s), 0) << recv.output() << p.proc("c").output();
-  EXPECT_NE(recv.output().find("received " + std::to_string(kCount) + " messages"),
+  j.expect_clean_end(*send);
+  EXPECT_NE(j.p.proc("c").output().find("passed on with the end marks of 1 of 2 branches"),
             std::string::npos)
-      << recv.output();
-  EXPECT_EQ(size_of(out), kCount * kSize) << recv.output();
-  ASSERT_EQ(send->wait(30s), 0) << send->output();
-  EXPECT_NE(p.proc("c").output().find("passed on with the end marks of 1 of 2 branches"),
-            std::string::npos)
-      << p.proc("c").output();
-  p.stop_all();
+      << j.p.proc("c").output();
+  j.p.stop_all();
+}
+
+// Right after c's start it holds b1's copy; b1 is killed and restarted, so the copy comes
+// again on a new link and goes with the held one; then b2's completes the end mark. Every
+// copy is acknowledged with the one passed on: c's slots from b1 all come back.
+TEST(Streams, AJoinThatHoldsACopyAcknowledgesItsReplayWithIt) {
+  JoinRelay j;
+  double full = 0;  // b1's credits to c with nothing in flight: c's slots (sampled each second)
+  ASSERT_TRUE(wait_until(
+      [&] {
+        full = metric_value(scrape(j.p.node("b1").metrics), "hoprelay_link_credits", "peer=\"c\"");
+        return full > 0;
+      },
+      10s));
+  j.p.proc("b2").signal(SIGSTOP);
+  auto send =
+      j.p.start_send("a", JoinRelay::kCount, JoinRelay::kSize, {"--origin", "23"});  // via b1
+  ASSERT_TRUE(j.all_out()) << size_of(j.out) << " bytes\n" << j.recv->output() << send->output();
+  ASSERT_TRUE(j.c_holds("b1", 1)) << j.p.proc("c").output();
+  ASSERT_LT(std::chrono::steady_clock::now() - j.c_started, JoinRelay::kTimeout)
+      << "the machine was too slow: c's holding window passed before b1's copy came";
+  j.p.crash_and_restart("b1");  // a replays the end mark to b1's next life, and it to c
+  // b1's next life sent the replay and c holds it: one credit out. (c's own gauge still shows
+  // the old link's 1 until its next sample, so it cannot tell.)
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(j.p.node("b1").metrics), "hoprelay_link_credits",
+                            "peer=\"c\"") == full - 1;
+      },
+      15s))
+      << full << "\n"
+      << j.p.proc("b1").output();
+  std::this_thread::sleep_for(1s);  // on its way to c, then in c
+  ASSERT_TRUE(j.c_holds("b1", 1)) << j.p.proc("c").output();
+  j.p.proc("b2").signal(SIGCONT);
+  j.expect_clean_end(*send);
+  EXPECT_TRUE(j.c_holds("b1", 0)) << "a copy of the end mark was never released";
+  EXPECT_EQ(j.p.proc("c").output().find("passed on with the end marks of"), std::string::npos)
+      << j.p.proc("c").output();
+  j.p.stop_all();
 }
 
 }  // namespace

@@ -25,8 +25,9 @@
 // the completing one or at the give-up. A node that started may have acknowledged the other
 // copies in its previous life; acknowledging this one too would let the producer's close
 // return before any consumer has the end mark, and lose the mark for good if the node died
-// again before the give-up. Held, it is replayed to the next life instead. The stall is that
-// of one link's credits for at most peer_down_timeout, and only right after a start.
+// again before the give-up. Held, it is replayed to the next life instead. The stall: a held
+// copy keeps its link's credits for at most peer_down_timeout (then the give-up passes it on),
+// and only copies that come within peer_down_timeout of a start are held.
 //
 // This class is the computation and the bookkeeping; Node (node_ends.cpp) acknowledges, passes
 // on and gives up.
