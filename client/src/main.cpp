@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   int64_t size = 0;
   uint64_t count = 0;
   int connect_timeout = 30;
+  int close_timeout = 10;
   std::string log_level = "warn";
   send->add_option("--topology,-t", path, "Topology TOML file")->required();
   send->add_option("--to", to, "Head node to send to")->required();
@@ -104,6 +105,10 @@ int main(int argc, char** argv) {
                  "them into reserved registered buffers (zero copy): for comparing the two");
   send->add_option("--origin", opts.origin, "Origin id carried by every message (default: random)");
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node")
+      ->check(CLI::Range(0, 86400));
+  send->add_option("--close-timeout", close_timeout,
+                   "Seconds to wait at the end for the end-of-stream mark's acknowledgement "
+                   "(0: as long as it takes)")
       ->check(CLI::Range(0, 86400));
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -211,5 +216,6 @@ int main(int argc, char** argv) {
   opts.size = static_cast<uint32_t>(size);
   opts.count = count;
   opts.connect_timeout_ms = connect_timeout * 1000;
+  opts.close_timeout_ms = close_timeout == 0 ? -1 : close_timeout * 1000;
   return client::run_send(opts);
 }

@@ -357,7 +357,7 @@ int run_send(const SendOptions& o) {
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     auto stats = p.stats();
     uint32_t origin = p.origin();
-    p.close(10000);
+    p.close(o.close_timeout_ms);
     if (secs <= 0) secs = 1e-9;
     const uint64_t delivered = stats.acknowledged - outcomes.dropped() - outcomes.repeats();
     std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)%s\n",

@@ -52,6 +52,8 @@ struct SendOptions {
   uint32_t origin = 0;
   uint64_t first_seq = 0;
   int connect_timeout_ms = 30000;
+  // How long the close waits for the end mark's acknowledgement (-1: as long as it takes).
+  int close_timeout_ms = 10000;
 };
 // Prints the summary line; returns the process's exit status.
 int run_send(const SendOptions& options);

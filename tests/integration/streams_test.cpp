@@ -432,7 +432,7 @@ struct JoinRelay {
               std::string::npos)
         << recv->output();
     EXPECT_EQ(size_of(out), kCount * kSize) << recv->output();
-    ASSERT_EQ(send.wait(30s), 0) << send.output();
+    ASSERT_EQ(send.wait(60s), 0) << send.output();
   }
 };
 
@@ -445,13 +445,19 @@ struct JoinRelay {
 TEST(Streams, AJoinRestartedTwiceWhileItWaitsStillPassesTheEndOn) {
   JoinRelay j;
   // Past c's holding window, so that b2's copy is acknowledged at once, as in a long-running c.
-  std::this_thread::sleep_until(j.c_started + JoinRelay::kTimeout + 500ms);
+  // (c_started is taken before c's exec: a margin for its start-up.)
+  std::this_thread::sleep_until(j.c_started + JoinRelay::kTimeout + 2s);
   const double full =
       metric_value(scrape(j.p.node("b2").metrics), "hoprelay_link_credits", "peer=\"c\"");
   j.p.proc("b1").signal(SIGSTOP);
-  auto send = j.p.start_send("a", JoinRelay::kCount, JoinRelay::kSize, {"--origin", "21"});
+  // The end mark's acknowledgement comes after two restarts and c's give-up: more than the
+  // 10 s `send` waits by default.
+  auto send = j.p.start_send("a", JoinRelay::kCount, JoinRelay::kSize,
+                             {"--origin", "21", "--close-timeout", "60"});
   ASSERT_TRUE(j.all_out()) << size_of(j.out) << " bytes\n" << j.recv->output() << send->output();
-  // b2's copy of the end mark acknowledged by c: all of b2's credits back.
+  // b2's copy of the end mark acknowledged by c: all of b2's credits back. (The gauge is
+  // sampled once a second: wait for a sample taken after the end mark went out.)
+  std::this_thread::sleep_for(1500ms);
   ASSERT_TRUE(wait_until(
       [&] {
         return metric_value(scrape(j.p.node("b2").metrics), "hoprelay_link_credits",
