@@ -108,10 +108,6 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   metrics_->config_loaded(true, topology_->hash);
   export_upstream_series();
   end_joins_.set_topology(*topology_, spec_->name);
-  // The origins of held messages stay known: a replay of one must be taken for a repeat.
-  dedup_.set_pinned([this](std::vector<uint32_t>& out) {
-    for (const transport::Slot* s = held_list_; s; s = s->held_next) out.push_back(s->origin);
-  });
   for (const auto& name : spec_->downstream) add_downstream(name);
   rebuild_active();
   if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {

@@ -162,30 +162,6 @@ TEST(Dedup, NextSeqAtTheTopOfTheSequenceSpaceDoesNotWrap) {
   EXPECT_EQ(t.next_seq(9), top);
 }
 
-TEST(Dedup, AnOriginTheNodeHoldsAMessageOfIsNotForgotten) {
-  DedupTable t(2);
-  std::vector<uint32_t> held{1};
-  t.set_pinned(
-      [&](std::vector<uint32_t>& out) { out.insert(out.end(), held.begin(), held.end()); });
-  ASSERT_TRUE(t.first_time(1, 7));  // held: a consumer has not released it
-  ASSERT_TRUE(t.first_time(2, 0));
-  ASSERT_TRUE(t.first_time(3, 0));  // one too many: 2 goes, though 1 was idle longer
-  EXPECT_EQ(t.origins(), 2u);
-  EXPECT_FALSE(t.first_time(1, 7)) << "the replay of the held message is a repeat";
-  EXPECT_TRUE(t.first_time(2, 0)) << "origin 2 was forgotten (3 goes for it)";
-  // Every origin pinned: the table grows rather than forget one.
-  held = {2, 1, 2};
-  ASSERT_TRUE(t.first_time(4, 0));
-  EXPECT_EQ(t.origins(), 3u);
-  EXPECT_FALSE(t.first_time(1, 7));
-  EXPECT_FALSE(t.first_time(2, 0));
-  // Released: the next new origin makes room again, the oldest unpinned first.
-  held.clear();
-  ASSERT_TRUE(t.first_time(5, 0));
-  EXPECT_EQ(t.origins(), 3u) << "one forgotten for one new";
-  EXPECT_TRUE(t.first_time(4, 0)) << "4, idle longest, was forgotten";
-}
-
 TEST(Dedup, OriginsAreBoundedLeastRecentlyUsedFirst) {
   DedupTable t(2);
   t.first_time(1, 0);

@@ -10,17 +10,11 @@
 // Bounded memory: at most kMaxOrigins origins (8 KiB each); the one idle longest is forgotten
 // first. A forgotten origin that comes back starts a fresh window, which ends at the first
 // sequence number it sees: older ones still count as new (at worst a repeat, never a loss).
-// Except an origin the owner still holds a message of (set_pinned): its replay, after the link
-// it came on dropped, must be known for a repeat, or a consumer that holds the first copy gets
-// the message twice. Pinned origins are kept past the bound; there are at most as many as the
-// node holds slots.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <unordered_map>
-#include <vector>
 
 #include "hoprelay/common/seq_window.h"
 
@@ -41,10 +35,6 @@ class DedupTable {
   // chunk asks whether it passed already.
   bool seen(uint32_t origin, uint64_t seq) const;
   size_t origins() const { return windows_.size(); }
-  // Asked only when an origin must be forgotten (more than max_origins): adds to `out` the
-  // origins not to forget (the node's: of the messages it holds). Duplicates are fine.
-  using Pinned = std::function<void(std::vector<uint32_t>& out)>;
-  void set_pinned(Pinned pinned) { pinned_ = std::move(pinned); }
   // One past the highest sequence number taken from `origin` (0: none, or forgotten): where a
   // restarted producer of that origin resumes.
   uint64_t next_seq(uint32_t origin) const;
@@ -58,15 +48,13 @@ class DedupTable {
     uint64_t next = 0;  // one past the highest seq taken
   };
   Window& window_for(uint32_t origin, uint64_t seq);
-  void evict_oldest();  // of the origins not pinned; none when every one is
+  void evict_oldest();
 
   size_t max_origins_;
   uint64_t clock_ = 0;
   std::unordered_map<uint32_t, Window> windows_;
   uint32_t last_origin_ = 0;
   Window* last_ = nullptr;
-  Pinned pinned_;
-  std::vector<uint32_t> pinned_now_;  // reused: an eviction allocates only until it is grown
 };
 
 }  // namespace hoprelay::daemon
