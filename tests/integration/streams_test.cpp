@@ -523,5 +523,63 @@ TEST(Streams, AJoinThatHoldsACopyAcknowledgesItsReplayWithIt) {
   j.p.stop_all();
 }
 
+// Give-ups are logged at once, then one line per 5 s with how many more: a branch down under
+// many short streams must not write a line per stream. Three producers (origins 21, 25, 29:
+// all through b2 by route = "hash") end while b1 is stopped; c gives up on each after 1 s.
+TEST(Streams, AJoinLogsItsGiveUpsOnceThenCountsThem) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
+                   {"b1", {"c"}},
+                   {"b2", {"c"}},
+                   {"c", {"d"}, "{ plugin = \"passthrough\" }", "peer_down_timeout = \"1s\""},
+                   {"d", {}}});
+  p.start("d");
+  p.start("c");
+  const auto c_started = std::chrono::steady_clock::now();
+  for (const char* n : {"b1", "b2", "a"}) p.start(n);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
+                              "direction=\"out\",peer=\"" + to + "\"") == 1;
+        },
+        15s))
+        << from << " -> " << to;
+  }
+  std::this_thread::sleep_until(c_started + 3s);  // past c's holding window (end_joins.h)
+  p.proc("b1").signal(SIGSTOP);
+  std::vector<std::unique_ptr<Process>> sends;
+  for (const char* origin : {"21", "25", "29"}) {
+    // Their close waits for b1 too (a passes every end mark down both branches): not for that.
+    sends.push_back(p.start_send("a", 100, 64, {"--origin", origin, "--close-timeout", "60"},
+                                 std::string("send-") + origin + ".log"));
+  }
+  auto ends_at_d = [&] {
+    const std::string log = p.proc("d").output();
+    size_t n = 0;
+    for (size_t at = log.find(": end of stream after 100 messages"); at != std::string::npos;
+         at = log.find(": end of stream after 100 messages", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return ends_at_d() == 3; }, 30s)) << p.proc("d").output();
+  ASSERT_TRUE(wait_until(
+      [&] { return p.proc("c").output().find("2 more ends of stream") != std::string::npos; }, 15s))
+      << p.proc("c").output();
+  const std::string c_log = p.proc("c").output();
+  EXPECT_EQ(c_log.find("passed on with the end marks of 1 of 2 branches"),
+            c_log.rfind("passed on with the end marks of 1 of 2 branches"))
+      << "one line for the first, the others counted:\n"
+      << c_log;
+  EXPECT_NE(c_log.find("3 in all"), std::string::npos) << c_log;
+  p.proc("b1").signal(SIGCONT);  // b1's copies come late: acknowledged, not passed on again
+  for (auto& send : sends) EXPECT_EQ(send->wait(30s), 0) << send->output();
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(ends_at_d(), 3u) << p.proc("d").output();
+  p.stop_all();
+}
+
 }  // namespace
 }  // namespace hoprelay::test
