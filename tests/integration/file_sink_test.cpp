@@ -105,13 +105,7 @@ TEST(FileSink, ARoundRobinSplitThatJoinsAgainLosesNoLateMessage) {
   // Every link up first: b1 stopped before a's link to it is, a would wait for it to answer.
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}}) {
-    ASSERT_TRUE(wait_until(
-        [&] {
-          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
-                              "direction=\"out\",peer=\"" + to + "\"") == 1;
-        },
-        10s))
-        << from << " -> " << to;
+    ASSERT_TRUE(p.out_link_up(from, to, 10s)) << from << " -> " << to;
   }
   p.proc("b1").signal(SIGSTOP);
   auto send = p.start_send("a", kCount, kSize, {"--origin", "23"});

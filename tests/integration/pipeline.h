@@ -114,6 +114,17 @@ class Pipeline {
         << procs_[name]->output();
   }
   Process& proc(const std::string& name) { return *procs_.at(name); }
+  // Waits until `from` reports its outbound link to `to` up (hoprelay_link_up, sampled once a
+  // second).
+  bool out_link_up(const std::string& from, const std::string& to,
+                   std::chrono::seconds within = 15s) {
+    return wait_until(
+        [&] {
+          return metric_value(scrape(node(from).metrics), "hoprelay_link_up",
+                              "direction=\"out\",peer=\"" + to + "\"") == 1;
+        },
+        within);
+  }
   const NodeDef& node(const std::string& name) const {
     for (auto& n : nodes_) {
       if (n.name == name) return n;

@@ -325,14 +325,7 @@ void expect_one_end_where_branches_join(Join join) {
       {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}};
   if (relay) links.emplace_back("c", "d");
   for (const auto& [from, to] : links) {
-    ASSERT_TRUE(wait_until(
-        [&] {
-          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
-                              "direction=\"out\",peer=\"" + to + "\"") == 1;
-        },
-        10s))
-        << from << " -> " << to << "\n"
-        << recv.output();
+    ASSERT_TRUE(p.out_link_up(from, to, 10s)) << from << " -> " << to << "\n" << recv.output();
   }
   p.proc("b1").signal(SIGSTOP);
   auto send = p.start_send("a", kCount, kSize, {"--origin", "21"});
@@ -406,14 +399,7 @@ struct JoinRelay {
       EXPECT_TRUE(link_up(from, to)) << from << " -> " << to << "\n" << recv->output();
     }
   }
-  bool link_up(const std::string& from, const std::string& to) {
-    return wait_until(
-        [&] {
-          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
-                              "direction=\"out\",peer=\"" + to + "\"") == 1;
-        },
-        15s);
-  }
+  bool link_up(const std::string& from, const std::string& to) { return p.out_link_up(from, to); }
   // c's receive slots from `peer` not yet released (sampled once a second).
   bool c_holds(const std::string& peer, double slots) {
     return wait_until(
@@ -539,13 +525,7 @@ TEST(Streams, AJoinLogsItsGiveUpsOnceThenCountsThem) {
   for (const char* n : {"b1", "b2", "a"}) p.start(n);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
-    ASSERT_TRUE(wait_until(
-        [&] {
-          return metric_value(scrape(p.node(from).metrics), "hoprelay_link_up",
-                              "direction=\"out\",peer=\"" + to + "\"") == 1;
-        },
-        15s))
-        << from << " -> " << to;
+    ASSERT_TRUE(p.out_link_up(from, to)) << from << " -> " << to;
   }
   std::this_thread::sleep_until(c_started + 3s);  // past c's holding window (end_joins.h)
   p.proc("b1").signal(SIGSTOP);
