@@ -622,6 +622,17 @@ void Node::hold(transport::Slot& slot) {
   held_list_ = &slot;
 }
 
+void Node::unhold(transport::Slot& slot) {
+  --held_;
+  if (slot.held_prev) {
+    slot.held_prev->held_next = slot.held_next;
+  } else if (held_list_ == &slot) {
+    held_list_ = slot.held_next;
+  }
+  if (slot.held_next) slot.held_next->held_prev = slot.held_prev;
+  slot.held_prev = slot.held_next = nullptr;
+}
+
 bool Node::hold_with_first(transport::Slot& copy) {
   if (dead_links_.empty()) return false;  // no link went down with slots held: nothing to find
   for (transport::Slot* s = held_list_; s; s = s->held_next) {
@@ -632,12 +643,10 @@ bool Node::hold_with_first(transport::Slot& copy) {
         std::find(dead_links_.begin(), dead_links_.end(), s->link) == dead_links_.end()) {
       continue;
     }
-    copy.refs = 0;
-    copy.routes = s->routes;
     // Into the list of s's copies (s may be a copy itself, after a second cut: the list is
     // the same one).
-    copy.repeats = std::exchange(s->repeats, &copy);
-    hold(copy);
+    add_repeat(*s, copy);
+    copy.routes = s->routes;
     return true;
   }
   return false;
@@ -647,14 +656,7 @@ void Node::release(transport::Slot& slot) {
   // An end mark that completed a join is forgotten as in flight (end_joins.h).
   if (slot.flags & transport::kFlagEnd)
     end_joins_.released({slot.origin, slot.seq, slot.chunk}, &slot);
-  --held_;
-  if (slot.held_prev) {
-    slot.held_prev->held_next = slot.held_next;
-  } else if (held_list_ == &slot) {
-    held_list_ = slot.held_next;
-  }
-  if (slot.held_next) slot.held_next->held_prev = slot.held_prev;
-  slot.held_prev = slot.held_next = nullptr;
+  unhold(slot);
   if (!(slot.flags & transport::kFlagEnd)) {  // an end mark is not a message
     residence_seconds_->observe_ns(loop_.now_ns() - slot.arrived_ns);
   }

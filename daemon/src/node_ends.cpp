@@ -46,6 +46,7 @@ bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
       add_repeat(*w->held, slot);
     } else if (!w->held && loop_.now_ns() - started_ns_ < end_limit_ns()) {
       w->held = &slot;  // right after a start: kept unacknowledged (end_joins.h)
+      hold(slot);       // and counted as held (hoprelay_slots_in_use, a drain)
     } else {
       consume(link, slot);  // not held: it would stop this link's credits (end_joins.h)
     }
@@ -55,7 +56,10 @@ bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
   transport::Slot* held = w->held;
   end_joins_.stop_waiting(key);
   end_joins_.done(key, &slot);
-  if (held) add_repeat(slot, *held);  // the copy kept since the start goes with this one
+  if (held) {  // the copy kept since the start goes with this one
+    unhold(*held);
+    add_repeat(slot, *held);
+  }
   return true;
 }
 
@@ -86,7 +90,9 @@ bool Node::give_up_end(EndJoins::Key key, const char* why) {
   if (!s) return false;  // every frame of its own in flight: the next tick tries again
   if (why) log_given_up_end(key, w ? w->peers.size() : 0, why);
   end_joins_.stop_waiting(key);
-  if (!held) {
+  if (held) {
+    unhold(*held);  // held while it waited; pass_on_end holds it again
+  } else {
     s->origin = key.origin;
     s->seq = key.seq;
     s->chunk = key.stamp;

@@ -486,6 +486,8 @@ TEST(Streams, AJoinThatHoldsACopyAcknowledgesItsReplayWithIt) {
       j.p.start_send("a", JoinRelay::kCount, JoinRelay::kSize, {"--origin", "23"});  // via b1
   ASSERT_TRUE(j.all_out()) << size_of(j.out) << " bytes\n" << j.recv->output() << send->output();
   ASSERT_TRUE(j.c_holds("b1", 1)) << j.p.proc("c").output();
+  // Counted in what the node holds too (a drain waits for it).
+  EXPECT_EQ(metric_value(scrape(j.p.node("c").metrics), "hoprelay_slots_in_use"), 1);
   ASSERT_LT(std::chrono::steady_clock::now() - j.c_started, JoinRelay::kTimeout)
       << "the machine was too slow: c's holding window passed before b1's copy came";
   j.p.crash_and_restart("b1");  // a replays the end mark to b1's next life, and it to c

@@ -263,6 +263,9 @@ class Node final : public transport::LinkEvents {
   void release(transport::Slot& slot);
   // The node now holds `slot` until release(): routed downstream, or with the receiver.
   void hold(transport::Slot& slot);
+  // Takes `slot` out of what the node holds without giving it back: it goes on held again, as
+  // another copy's repeat or passed on (an end mark's copy held at a join, node_ends.cpp).
+  void unhold(transport::Slot& slot);
   // A replayed copy of a frame this node took already. When the first copy is still held
   // here and came on a link that has gone down, the copy is held with it and acknowledged
   // (with its outcome) when it is: acknowledged at once, it would leave no copy upstream, and
