@@ -104,35 +104,26 @@ bool Node::give_up_end(EndJoins::Key key, const char* why) {
   return true;
 }
 
-// The first give-up at once, then one line per kEndLogInterval with how many more: a branch
-// down for long under many short streams would otherwise write a line per stream.
+// Rate-limited (LogThrottle): a branch down for long under many short streams would otherwise
+// write a line per stream.
 void Node::log_given_up_end(const EndJoins::Key& key, size_t copies_in, const char* why) {
-  const uint64_t now = loop_.now_ns();
-  ++ends_given_up_;
-  if (ends_logged_ns_ != 0 && now - ends_logged_ns_ < kEndLogIntervalNs) {
-    ++ends_unlogged_;
-    return;
-  }
+  if (!ends_given_up_.note(loop_.now_ns())) return;
   node_log().warn(
       "origin {}: end of stream after {} passed on with the end marks of {} of {} branches "
       "({}): a branch lost or dropped its copy, or this node restarted while it waited; "
       "further ones are logged every {} s",
       key.origin, key.seq, copies_in, end_joins_.copies(key.stamp), why,
-      kEndLogIntervalNs / 1'000'000'000u);
-  ends_logged_ns_ = now;
+      ends_given_up_.interval_seconds());
 }
 
 // Once a second (tick): the give-ups not logged since the last line.
 void Node::flush_given_up_ends() {
-  const uint64_t now = loop_.now_ns();
-  if (ends_unlogged_ == 0 || now - ends_logged_ns_ < kEndLogIntervalNs) return;
+  uint64_t pending = 0, elapsed_ns = 0;
+  if (!ends_given_up_.due(loop_.now_ns(), pending, elapsed_ns)) return;
   node_log().warn(
       "{} more end{} of stream passed on without every branch's end mark in the last {} s; "
       "{} in all",
-      ends_unlogged_, ends_unlogged_ == 1 ? "" : "s", (now - ends_logged_ns_) / 1'000'000'000u,
-      ends_given_up_);
-  ends_unlogged_ = 0;
-  ends_logged_ns_ = now;
+      pending, pending == 1 ? "" : "s", elapsed_ns / 1'000'000'000u, ends_given_up_.total());
 }
 
 // Once a second, and when one more waits than a node keeps: end marks that waited longer than

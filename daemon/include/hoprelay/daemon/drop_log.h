@@ -1,8 +1,8 @@
 // Warnings for the messages a node gives up (docs/operations.md, "Dropped messages"): every
 // kind of drop is logged at warning level, rate-limited per (reason, peer), so a stuck stage or
-// a peer that is down cannot flood the journal. The first drop of a kind is logged at once,
-// with the message's origin and sequence number; after that one line per interval says how
-// many more there were. The counters (hoprelay_messages_dropped_total) count every one.
+// a peer that is down cannot flood the journal (LogThrottle: the first drop of a kind at once,
+// with the message's origin and sequence number, then one line per interval with how many
+// more). The counters (hoprelay_messages_dropped_total) count every one.
 //
 // On the data path only when a message is dropped: a linear search of a few entries and an
 // integer add; a line is formatted for the first drop of a kind and then once per interval.
@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "hoprelay/daemon/log_throttle.h"
 
 namespace hoprelay::daemon {
 
@@ -34,9 +36,7 @@ class DropLog {
     const char* reason;
     std::string peer;
     std::string why;
-    uint64_t pending = 0;  // dropped since the last line
-    uint64_t total = 0;
-    uint64_t last_ns = 0;  // when the last line was logged
+    LogThrottle throttle;
   };
   uint64_t interval_ns_;
   std::vector<Entry> entries_;

@@ -16,6 +16,7 @@
 #include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/drop_log.h"
 #include "hoprelay/daemon/end_joins.h"
+#include "hoprelay/daemon/log_throttle.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/ring_queue.h"
@@ -320,10 +321,7 @@ class Node final : public transport::LinkEvents {
   EndJoins end_joins_;
   const uint32_t stamp_;       // this node's, for its producers' end marks (EndJoins::stamp_of)
   const uint64_t started_ns_;  // the node's start: end marks are held a while after it
-  static constexpr uint64_t kEndLogIntervalNs = 5'000'000'000u;
-  uint64_t ends_given_up_ = 0;  // end marks passed on without every branch's copy
-  uint64_t ends_unlogged_ = 0;  // of those, since the last line logged
-  uint64_t ends_logged_ns_ = 0;
+  LogThrottle ends_given_up_;  // end marks passed on without every branch's copy
   DropLog drops_;
   // Outcomes of messages given up here or below (Slot::outcome). A free list that grows to the
   // most held at once (at most one per slot): a drop allocates only until then.
