@@ -295,6 +295,26 @@ TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
 // stopped, so b2's copy comes first. The consumer must wait for b1's, see one end mark, and the
 // producer's close must hear that both were acknowledged (end_joins.h). Before, recv stopped
 // at b2's copy and b1's was never acknowledged: `send` timed out.
+// The diamond the join tests share: a -> b1, b2 -> c, and with `with_d` c -> d. a splits by
+// route = "hash" (origins 21, 25, 29 all through b2, 23 all through b1); `c_settings` for c
+// (its peer_down_timeout). Its links, for Pipeline::out_link_up.
+std::vector<NodeDef> diamond(bool with_d, const std::string& c_settings) {
+  std::vector<NodeDef> nodes{
+      {"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
+      {"b1", {"c"}},
+      {"b2", {"c"}},
+      {"c", with_d ? std::vector<std::string>{"d"} : std::vector<std::string>{},
+       "{ plugin = \"passthrough\" }", c_settings}};
+  if (with_d) nodes.push_back({"d", {}});
+  return nodes;
+}
+std::vector<std::pair<std::string, std::string>> diamond_links(bool with_d) {
+  std::vector<std::pair<std::string, std::string>> links{
+      {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}};
+  if (with_d) links.emplace_back("c", "d");
+  return links;
+}
+
 enum class Join {
   kConsumer,  // the consumer is c
   kRelay,     // c is a daemon, the consumer d below it: c passes one end mark on
@@ -307,24 +327,14 @@ void expect_one_end_where_branches_join(Join join) {
   constexpr uint32_t kSize = 200;
   const bool relay = join != Join::kConsumer;
   const std::string consumer = relay ? "d" : "c";
-  std::vector<NodeDef> nodes{
-      {"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
-      {"b1", {"c"}},
-      {"b2", {"c"}},
-      {"c", relay ? std::vector<std::string>{"d"} : std::vector<std::string>{},
-       "{ plugin = \"passthrough\" }", join == Join::kGiveUp ? "peer_down_timeout = \"2s\"" : ""}};
-  if (relay) nodes.push_back({"d", {}});
-  Pipeline p(dir, nodes);
+  Pipeline p(dir, diamond(relay, join == Join::kGiveUp ? "peer_down_timeout = \"2s\"" : ""));
   if (relay) p.start("c");
   for (const char* n : {"b1", "b2", "a"}) p.start(n);
   const fs::path out = dir / "out.bin";
   Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", consumer,
                 "--output", out.string(), "--timeout", "60"},
                dir / "recv.log");
-  std::vector<std::pair<std::string, std::string>> links{
-      {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}};
-  if (relay) links.emplace_back("c", "d");
-  for (const auto& [from, to] : links) {
+  for (const auto& [from, to] : diamond_links(relay)) {
     ASSERT_TRUE(p.out_link_up(from, to, 10s)) << from << " -> " << to << "\n" << recv.output();
   }
   p.proc("b1").signal(SIGSTOP);
@@ -376,12 +386,7 @@ struct JoinRelay {
   static constexpr uint32_t kSize = 200;
   static constexpr auto kTimeout = 6s;
   TempDir dir;
-  Pipeline p{dir,
-             {{"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
-              {"b1", {"c"}},
-              {"b2", {"c"}},
-              {"c", {"d"}, "{ plugin = \"passthrough\" }", "peer_down_timeout = \"6s\""},
-              {"d", {}}}};
+  Pipeline p{dir, diamond(true, "peer_down_timeout = \"6s\"")};
   fs::path out = dir / "out.bin";
   std::chrono::steady_clock::time_point c_started;
   std::unique_ptr<Process> recv;
@@ -394,8 +399,7 @@ struct JoinRelay {
         std::vector<std::string>{HOPRELAY_BIN, "recv", "--topology", p.topology().string(),
                                  "--node", "d", "--output", out.string(), "--timeout", "90"},
         dir / "recv.log");
-    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-             {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
+    for (const auto& [from, to] : diamond_links(true)) {
       EXPECT_TRUE(link_up(from, to)) << from << " -> " << to << "\n" << recv->output();
     }
   }
@@ -516,17 +520,12 @@ TEST(Streams, AJoinThatHoldsACopyAcknowledgesItsReplayWithIt) {
 // all through b2 by route = "hash") end while b1 is stopped; c gives up on each after 1 s.
 TEST(Streams, AJoinLogsItsGiveUpsOnceThenCountsThem) {
   TempDir dir;
-  Pipeline p(dir, {{"a", {"b1", "b2"}, "{ plugin = \"passthrough\" }", "route = \"hash\""},
-                   {"b1", {"c"}},
-                   {"b2", {"c"}},
-                   {"c", {"d"}, "{ plugin = \"passthrough\" }", "peer_down_timeout = \"1s\""},
-                   {"d", {}}});
+  Pipeline p(dir, diamond(true, "peer_down_timeout = \"1s\""));
   p.start("d");
   p.start("c");
   const auto c_started = std::chrono::steady_clock::now();
   for (const char* n : {"b1", "b2", "a"}) p.start(n);
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"a", "b1"}, {"a", "b2"}, {"b1", "c"}, {"b2", "c"}, {"c", "d"}}) {
+  for (const auto& [from, to] : diamond_links(true)) {
     ASSERT_TRUE(p.out_link_up(from, to)) << from << " -> " << to;
   }
   std::this_thread::sleep_until(c_started + 3s);  // past c's holding window (end_joins.h)
