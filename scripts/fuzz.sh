@@ -35,8 +35,9 @@ done
 if [[ -f "$build/CMakeCache.txt" ]] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang' "$build/CMakeCache.txt"; then
   rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 fi
+source scripts/ccache-args.sh
 cmake -S . -B "$build" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOPRELAY_FUZZ=ON >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOPRELAY_FUZZ=ON "${ccache_args[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 declare -A pids

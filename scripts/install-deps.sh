@@ -11,6 +11,7 @@ build_pkgs=(
   libzstd-dev  # the built-in zstd stage (docs/stages.md)
   libzmq3-dev  # bench/: the ZeroMQ reference of docs/performance.md
   openmpi-bin libopenmpi-dev  # bench/mpi_bcast.c: the MPI_Bcast reference (mpirun, mpi.h)
+  ccache  # scripts/build.sh, scripts/fuzz.sh: recompile only what changed, across clones
 )
 # Run-time and test tools: the rxe userspace provider, perftest as the verbs reference,
 # what the Soft-RoCE VM harness boots (Debian's kernel under qemu, busybox initramfs),
