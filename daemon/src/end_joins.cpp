@@ -1,6 +1,5 @@
 #include "hoprelay/daemon/end_joins.h"
 
-#include <algorithm>
 #include <iterator>
 
 #include "hoprelay/config/topology.h"
@@ -84,15 +83,9 @@ void EndJoins::stop_waiting(const Key& key) {
 }
 
 void EndJoins::done(const Key& key, transport::Slot* passed_on) {
-  if (passed_on) in_flight_.insert_or_assign(key, passed_on);
-  const uint64_t src = source(key);
-  if (auto it = done_.find(src); it != done_.end()) {
-    it->second.seq = std::max(it->second.seq, key.seq);
-    done_order_.splice(done_order_.end(), done_order_, it->second.order);
-    return;
-  }
-  done_order_.push_back(src);
-  done_.emplace(src, Ended{key.seq, std::prev(done_order_.end())});
+  auto [it, fresh] = done_.insert_or_assign(key, passed_on);
+  if (!fresh) return;
+  done_order_.push_back(key);
   if (done_order_.size() > kMaxDone) {
     done_.erase(done_order_.front());
     done_order_.pop_front();
@@ -100,17 +93,14 @@ void EndJoins::done(const Key& key, transport::Slot* passed_on) {
 }
 
 bool EndJoins::was_done(const Key& key, transport::Slot*& in_flight) const {
-  auto it = done_.find(source(key));
-  if (it == done_.end() || key.seq > it->second.seq) return false;
-  auto f = in_flight_.find(key);
-  in_flight = f == in_flight_.end() ? nullptr : f->second;
+  auto it = done_.find(key);
+  if (it == done_.end()) return false;
+  in_flight = it->second;
   return true;
 }
 
 void EndJoins::released(const Key& key, const transport::Slot* slot) {
-  if (auto it = in_flight_.find(key); it != in_flight_.end() && it->second == slot) {
-    in_flight_.erase(it);
-  }
+  if (auto it = done_.find(key); it != done_.end() && it->second == slot) it->second = nullptr;
 }
 
 }  // namespace hoprelay::daemon

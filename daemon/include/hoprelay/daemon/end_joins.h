@@ -35,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <string>
 #include <string_view>
@@ -55,13 +56,10 @@ class EndJoins {
   // Streams whose end mark waits for another branch's copy. Past this many the oldest is
   // given up on (passed on as if complete).
   static constexpr size_t kMaxWaiting = 1024;
-  // End marks passed on are remembered so that a copy that comes after its end mark passed on
-  // (a slower branch's, or a replay after a link failed before the acknowledgement reached its
-  // sender) is acknowledged, not waited for again: per origin and stamp, the highest sequence
-  // number whose end mark passed on, for this many (origin, stamp) pairs, the least recently
-  // ended forgotten first. An origin's streams end in order along every path, so one number
-  // covers all its earlier ends however many streams a branch was away for.
-  static constexpr size_t kMaxDone = 4096;
+  // End marks passed on, remembered so that a copy that comes after its end mark passed on (a
+  // slower branch's, or a replay after a link failed before the acknowledgement reached its
+  // sender) is acknowledged, not waited for again.
+  static constexpr size_t kMaxDone = 1024;
 
   struct Key {
     uint32_t origin = 0;
@@ -97,10 +95,10 @@ class EndJoins {
   // Every waiting entry, oldest first.
   const std::list<Waiting>& all_waiting() const { return waiting_; }
 
-  // `passed_on` carries `key`'s end mark on (null: nothing of it is held here).
+  // `passed_on` carries `key`'s end mark on; remembered until kMaxDone more have.
   void done(const Key& key, transport::Slot* passed_on);
-  // Whether `key`'s end mark, or a later one of its origin and stamp, was passed on already;
-  // `in_flight` is the copy of `key` passed on while it is held, null once it was released.
+  // Whether `key`'s end mark was passed on already; `in_flight` is the copy passed on while
+  // it is held, null once it was released.
   bool was_done(const Key& key, transport::Slot*& in_flight) const;
   // The slot passed on for `key` was released.
   void released(const Key& key, const transport::Slot* slot);
@@ -118,16 +116,8 @@ class EndJoins {
   std::unordered_map<uint32_t, uint32_t> copies_;    // stamp -> copies (cache)
   std::list<Waiting> waiting_;                       // oldest first
   std::unordered_map<Key, std::list<Waiting>::iterator, KeyHash> waiting_index_;
-  // (origin, stamp) -> the highest sequence number ended, and its place in done_order_.
-  struct Ended {
-    uint64_t seq = 0;
-    std::list<uint64_t>::iterator order;
-  };
-  static uint64_t source(const Key& k) { return uint64_t{k.origin} << 32 | k.stamp; }
-  std::unordered_map<uint64_t, Ended> done_;
-  std::list<uint64_t> done_order_;  // least recently ended first
-  // The copies passed on and still held here (bounded by the node's slots).
-  std::unordered_map<Key, transport::Slot*, KeyHash> in_flight_;
+  std::unordered_map<Key, transport::Slot*, KeyHash> done_;
+  std::deque<Key> done_order_;
 };
 
 }  // namespace hoprelay::daemon
