@@ -357,7 +357,15 @@ int run_send(const SendOptions& o) {
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     auto stats = p.stats();
     uint32_t origin = p.origin();
-    p.close(o.close_timeout_ms);
+    // Every message is acknowledged (the flush above): what close waits for is the end-of-
+    // stream mark's acknowledgement. Its failure is reported after the summary, with the
+    // counts taken here (the handle is gone after close).
+    std::optional<Error> closed;
+    try {
+      p.close(o.close_timeout_ms);
+    } catch (const Error& e) {
+      closed = e;
+    }
     if (secs <= 0) secs = 1e-9;
     const uint64_t delivered = stats.acknowledged - outcomes.dropped() - outcomes.repeats();
     std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)%s\n",
@@ -371,6 +379,19 @@ int run_send(const SendOptions& o) {
                        std::to_string(outcomes.repeats()) + " repeats")
                           .c_str());
     outcomes.print(stats.sent);
+    if (closed) {
+      std::fprintf(stderr,
+                   "hoprelay send: %s: every message was acknowledged, the end-of-stream mark %s\n",
+                   closed->what(),
+                   closed->status() != HOPRELAY_ETIMEDOUT
+                       ? "not"
+                       : "not yet. It is acknowledged once every consumer has it: a consumer that "
+                         "is not running, a branch that is down, or a node where branches join "
+                         "(it waits up to its peer_down_timeout, 30 s unless set, for each "
+                         "branch's copy) keeps it. --close-timeout SECONDS waits longer (0: as "
+                         "long as it takes)");
+      return exit_code_of(closed->status());
+    }
     if (outcomes.dropped() || outcomes.repeats()) return 3;
   } catch (const Error& e) {
     if (producer) {

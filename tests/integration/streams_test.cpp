@@ -290,11 +290,6 @@ TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
   c.p.stop_all();
 }
 
-// Where a split joins again (a -> b1, b2 -> c) c gets the end mark once per branch. With
-// route = "hash" every message of origin 21 takes b2, but its end mark takes both; b1 is
-// stopped, so b2's copy comes first. The consumer must wait for b1's, see one end mark, and the
-// producer's close must hear that both were acknowledged (end_joins.h). Before, recv stopped
-// at b2's copy and b1's was never acknowledged: `send` timed out.
 // The diamond the join tests share: a -> b1, b2 -> c, and with `with_d` c -> d. a splits by
 // route = "hash" (origins 21, 25, 29 all through b2, 23 all through b1); `c_settings` for c
 // (its peer_down_timeout). Its links, for Pipeline::out_link_up.
@@ -315,6 +310,11 @@ std::vector<std::pair<std::string, std::string>> diamond_links(bool with_d) {
   return links;
 }
 
+// Where a split joins again (a -> b1, b2 -> c) c gets the end mark once per branch. With
+// route = "hash" every message of origin 21 takes b2, but its end mark takes both; b1 is
+// stopped, so b2's copy comes first. The consumer must wait for b1's, see one end mark, and the
+// producer's close must hear that both were acknowledged (end_joins.h). Before, recv stopped
+// at b2's copy and b1's was never acknowledged: `send` timed out.
 enum class Join {
   kConsumer,  // the consumer is c
   kRelay,     // c is a daemon, the consumer d below it: c passes one end mark on
@@ -362,6 +362,39 @@ void expect_one_end_where_branches_join(Join join) {
   EXPECT_NE(recv.output().find("received " + std::to_string(kCount) + " messages"),
             std::string::npos)
       << recv.output();
+  EXPECT_EQ(size_of(out), kCount * kSize) << recv.output();
+  p.stop_all();
+}
+
+// The end mark waits at the join for b1's copy (stopped) longer than send's close: send says
+// that every message was acknowledged, that the end mark is not yet, and what to do.
+TEST(Streams, ASendWhoseEndMarkWaitsAtAJoinSaysWhatItWaitsForAndWhatToDo) {
+  TempDir dir;
+  constexpr uint64_t kCount = 400;
+  constexpr uint32_t kSize = 200;
+  Pipeline p(dir, diamond(false, ""));
+  for (const char* n : {"b1", "b2", "a"}) p.start(n);
+  const fs::path out = dir / "out.bin";
+  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "c",
+                "--output", out.string(), "--timeout", "60"},
+               dir / "recv.log");
+  for (const auto& [from, to] : diamond_links(false)) {
+    ASSERT_TRUE(p.out_link_up(from, to, 10s)) << from << " -> " << to << "\n" << recv.output();
+  }
+  p.proc("b1").signal(SIGSTOP);
+  auto send = p.start_send("a", kCount, kSize, {"--origin", "21", "--close-timeout", "2"});
+  EXPECT_EQ(send->wait(60s), 1) << send->output();
+  const std::string said = send->output();
+  EXPECT_NE(said.find("sent " + std::to_string(kCount) + " messages"), std::string::npos) << said;
+  EXPECT_NE(said.find("end of stream: timed out after "), std::string::npos) << said;
+  EXPECT_NE(said.find(" ms: every message was acknowledged, the end-of-stream mark not yet"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("--close-timeout SECONDS waits longer"), std::string::npos) << said;
+  EXPECT_EQ(size_of(out), kCount * kSize) << recv.output();
+  // b1's copy comes: the consumer ends with every message.
+  p.proc("b1").signal(SIGCONT);
+  ASSERT_EQ(recv.wait(60s), 0) << recv.output();
   EXPECT_EQ(size_of(out), kCount * kSize) << recv.output();
   p.stop_all();
 }
