@@ -18,7 +18,10 @@ void DropLog::note(const char* reason, std::string_view peer, std::string_view w
                    uint64_t seq, uint64_t now_ns, uint64_t count) {
   Entry* entry = nullptr;
   for (auto& e : entries_) {
-    if (e.reason == reason && e.peer == peer) entry = &e;
+    if (e.reason == reason && e.peer == peer) {
+      entry = &e;
+      break;
+    }
   }
   if (!entry) {
     entry = &entries_.emplace_back(

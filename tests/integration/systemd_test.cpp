@@ -24,9 +24,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The repository's systemd/ directory (this file is tests/integration/systemd_test.cpp).
-const fs::path kSystemdDir =
-    fs::path(__FILE__).parent_path().parent_path().parent_path() / "systemd";
+// The repository's systemd/ directory. (Not from __FILE__: built through ccache, which hashes
+// paths relative to the clone, that is relative to the compiler's directory.)
+const fs::path kSystemdDir = fs::path(HOPRELAY_SOURCE_DIR) / "systemd";
 
 // The path of a tool on PATH, empty when it is not installed (Process takes no PATH search).
 std::string which(const std::string& tool) {
