@@ -223,6 +223,23 @@ int run_recv(const RecvOptions& o) {
                  s.missing() ? (", " + std::to_string(s.missing()) + " missing").c_str() : "");
     if (s.missing()) exit_code = 1;
   }
+  // Waiting for whole streams, the output holds the bytes of every origin that sent here,
+  // one after another as they came: a stream that did not end (a producer stopped before its
+  // end, e.g. an interrupted send whose messages were still on their way, or one still
+  // sending) has its messages among the others'. Not what was asked for: said, and exit 1.
+  if (!o.count && exit_code == 0) {
+    for (const auto& [origin, s] : streams) {
+      if (s.ended || s.messages == 0) continue;
+      std::fprintf(stderr,
+                   "hoprelay recv: origin %u did not end: its %llu messages are in the output "
+                   "among those of the stream%s that did (a producer stopped before its end, "
+                   "e.g. an interrupted send whose messages were still on their way, or one "
+                   "still sending). Give each producer its own --origin, and recv --streams N "
+                   "for N producers\n",
+                   origin, static_cast<unsigned long long>(s.messages), o.streams == 1 ? "" : "s");
+      exit_code = 1;
+    }
+  }
   std::fprintf(stderr, "received %llu messages, %llu bytes from %zu streams\n",
                static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes),
                streams.size());

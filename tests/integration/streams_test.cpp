@@ -74,6 +74,28 @@ struct Chain {
   }
 };
 
+// A send killed mid-stream leaves messages on their way; the next send's stream ends and
+// recv stops: the killed one's messages are in the output too. recv says so and exits 1
+// (it exited 0 with the two streams' bytes mixed in one file).
+TEST(Streams, RecvWhoseOutputHoldsAStreamThatDidNotEndSaysSoAndFails) {
+  Chain c;
+  const fs::path out = c.dir / "out.bin";
+  auto recv = c.recv(out);
+  auto first = c.p.start_send("a", 100000, 100, {"--origin", "31", "--rate", "2000"}, "s1.log");
+  ASSERT_TRUE(wait_until([&] { return size_of(out) >= 20'000; }, 30s)) << recv->output();
+  first->signal(SIGKILL);
+  first->wait(10s);
+  const uint64_t left = size_of(out);
+  auto second = c.p.send("a", 50, 100, {"--origin", "32"});
+  EXPECT_EQ(second.code, 0) << second.output;
+  EXPECT_EQ(recv->wait(30s), 1) << recv->output();
+  const std::string said = recv->output();
+  EXPECT_NE(said.find("origin 31: "), std::string::npos) << said;
+  EXPECT_NE(said.find("hoprelay recv: origin 31 did not end: its "), std::string::npos) << said;
+  EXPECT_NE(said.find("origin 32: 50 messages, seq 0-49, ended"), std::string::npos) << said;
+  EXPECT_GE(size_of(out), left + 50 * 100) << said;
+}
+
 TEST(Streams, OneGiBThroughARelayKilledTwiceArrivesByteEqual) {
   Chain c;
   const fs::path in = c.dir / "in.bin", out = c.dir / "out.bin";
