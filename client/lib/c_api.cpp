@@ -50,27 +50,13 @@ std::shared_ptr<const Topology> load(const char* topology, const PluginCheck& pl
   }
 }
 
-std::string node_list(const Topology& t) {
-  std::string out;
-  for (const auto& n : t.nodes) out += (out.empty() ? "" : ", ") + n.name;
-  return out;
-}
-
 const hoprelay::config::NodeSpec& find_node(const Topology& t, const char* name) {
   const auto* spec = t.find(name);
   if (!spec) {
     throw ClientError(HOPRELAY_ENODE, std::string("no node \"") + name + "\" in topology " +
-                                          t.name + " (nodes: " + node_list(t) + ")");
+                                          t.name + " (nodes: " + t.names() + ")");
   }
   return *spec;
-}
-
-std::string heads(const Topology& t) {
-  std::string out;
-  for (const auto& n : t.nodes) {
-    if (n.is_head()) out += (out.empty() ? "" : ", ") + n.name;
-  }
-  return out;
 }
 
 int check_version(uint32_t size, uint16_t major, size_t ours) {
@@ -183,7 +169,8 @@ int hoprelay_producer_open(const char* topology, const char* head,
       throw ClientError(HOPRELAY_ENODE, "node \"" + spec.name +
                                             "\" has upstream peers: producers send to a head "
                                             "node of topology " +
-                                            t->name + " (" + heads(*t) + ")");
+                                            t->name + " (" +
+                                            t->names(&hoprelay::config::NodeSpec::is_head) + ")");
     }
     hoprelay::client::ProducerOptions o{defaults.origin, defaults.first_seq,
                                         std::chrono::milliseconds(defaults.connect_timeout_ms),
@@ -325,7 +312,8 @@ int hoprelay_consumer_open(const char* topology, const char* node,
       for (const auto& d : spec.downstream) down += (down.empty() ? "" : ", ") + d;
       throw ClientError(HOPRELAY_ENODE,
                         "node \"" + spec.name + "\" has downstream peers (" + down +
-                            "): a consumer runs a leaf node, one without downstream peers");
+                            "): a consumer runs a leaf node, one without downstream peers (" +
+                            t->names(&hoprelay::config::NodeSpec::is_leaf) + ")");
     }
     h->impl = std::make_unique<hoprelay::client::Consumer>(
         t, node, defaults.state_dir ? defaults.state_dir : "");

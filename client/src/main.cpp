@@ -156,10 +156,8 @@ int main(int argc, char** argv) {
 
   if (validate->parsed()) {
     if (!validate_node.empty() && !topology->find(validate_node)) {
-      std::string names;
-      for (const auto& n : topology->nodes) names += (names.empty() ? "" : ", ") + n.name;
       std::cerr << path << ": error: no node \"" << validate_node
-                << "\" in the topology (nodes: " << names << "); pass --node NAME\n";
+                << "\" in the topology (nodes: " << topology->names() << "); pass --node NAME\n";
       return kExitConfig;
     }
     for (const auto& w : topology->warnings()) std::cerr << w.format() << "\n";
@@ -187,12 +185,13 @@ int main(int argc, char** argv) {
   // send
   const config::NodeSpec* head = topology->find(to);
   if (!head) {
-    std::cerr << "hoprelay send: no node \"" << to << "\" in " << path << "\n";
+    std::cerr << "hoprelay send: no node \"" << to << "\" in " << path
+              << " (heads: " << topology->names(&config::NodeSpec::is_head) << ")\n";
     return kExitConfig;
   }
   if (!head->is_head()) {
     std::cerr << "hoprelay send: node \"" << to << "\" has upstream peers; producers send to a "
-              << "head node\n";
+              << "head node (heads: " << topology->names(&config::NodeSpec::is_head) << ")\n";
     return kExitConfig;
   }
   if (opts.file.empty() && !opts.stdin_stream && count_opt->count() == 0) {

@@ -91,6 +91,16 @@ const NodeSpec* Topology::find(std::string_view node) const {
   return nullptr;
 }
 
+std::string Topology::names(const std::function<bool(const NodeSpec&)>& which) const {
+  std::string out;
+  for (const auto& n : nodes) {
+    if (which && !which(n)) continue;
+    if (!out.empty()) out += ", ";
+    out += n.name;
+  }
+  return out;
+}
+
 uint64_t Topology::max_message() const {
   uint64_t slots = 0, slot_size = 0;
   for (const auto& n : nodes) {

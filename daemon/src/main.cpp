@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
       "--version", daemon::version_text("hoprelayd"),
       "Print the version, commit, stage ABI, wire protocol and transports, and exit");
   app.add_option("--topology,-t", topology_path, "Topology TOML file")->required();
-  app.add_option("--node,-n", node_name, "Node to run (default: hostname -s)");
+  auto* node_opt = app.add_option("--node,-n", node_name, "Node to run (default: hostname -s)");
   app.add_option("--log-format", log_format,
                  "text (for people and journald) or json (one object per line, for log shippers)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -274,10 +274,9 @@ int main(int argc, char** argv) {
   const config::Topology& topology = *topology_ptr;
   const config::NodeSpec* spec = topology.find(node_name);
   if (!spec) {
-    std::vector<std::string> names;
-    for (const auto& n : topology.nodes) names.push_back(n.name);
     startup_error("hoprelayd: node \"" + node_name + "\" is not in " + topology_path +
-                  " (nodes: " + join(names) + "); pass --node NAME");
+                  (node_opt->count() ? "" : " (this host's name: no --node was given)") +
+                  " (nodes: " + topology.names() + "); pass --node NAME");
     notifier.status("node " + node_name + " is not in " + topology_path);
     return kExitConfig;
   }

@@ -594,6 +594,23 @@ TEST(Logs, JsonFormatIsOneObjectPerLine) {
   EXPECT_EQ(r.code, 0) << r.output << a.output();
 }
 
+// Without --node, hoprelayd runs the node named as the host: the error says so, and the choices.
+TEST(Logs, ANodeNamedByTheHostThatIsNotInTheTopologySaysWhereTheNameCameFrom) {
+  TempDir dir;
+  write_file(dir / "t.toml",
+             "[pipeline]\nname = \"p\"\n[nodes.only-node-z9]\nlisten = \"127.0.0.1:" +
+                 std::to_string(free_port()) + "\"\n");
+  RunResult r = run({HOPRELAYD_BIN, "--topology", (dir / "t.toml").string()});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find(" (this host's name: no --node was given) (nodes: only-node-z9); pass "
+                          "--node NAME"),
+            std::string::npos)
+      << r.output;
+  r = run({HOPRELAYD_BIN, "--topology", (dir / "t.toml").string(), "--node", "zz"});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_EQ(r.output.find("this host's name"), std::string::npos) << r.output;
+}
+
 // The errors written before the node runs (a file that does not validate, a node it does not
 // declare) are JSON records too: a log shipper sees why the service did not start.
 TEST(Logs, JsonFormatCoversErrorsBeforeTheNodeRuns) {

@@ -286,7 +286,8 @@ TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
   };
   RunResult r = recv_at("b");
   EXPECT_EQ(r.code, 78);
-  EXPECT_NE(r.output.find("node \"b\" has downstream peers (c): a consumer runs a leaf node"),
+  EXPECT_NE(r.output.find("node \"b\" has downstream peers (c): a consumer runs a leaf node, "
+                          "one without downstream peers (c)"),
             std::string::npos)
       << r.output;
   r = recv_at("zz");
@@ -295,7 +296,15 @@ TEST(Streams, WrongNodesAndSizesAreRefusedWithTheReasonAndNothingIsSent) {
       << r.output;
   r = run({HOPRELAY_BIN, "send", "--topology", c.p.topology(), "--to", "b", "--count", "1"}, 20s);
   EXPECT_EQ(r.code, 78);
-  EXPECT_NE(r.output.find("has upstream peers"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node \"b\" has upstream peers; producers send to a head node (heads: "
+                          "a)"),
+            std::string::npos)
+      << r.output;
+  r = run({HOPRELAY_BIN, "send", "--topology", c.p.topology(), "--to", "zz", "--count", "1"}, 20s);
+  EXPECT_EQ(r.code, 78);
+  EXPECT_NE(r.output.find("no node \"zz\" in " + c.p.topology().string() + " (heads: a)"),
+            std::string::npos)
+      << r.output;
   // A record larger than the pipeline takes (32 slots of 16 KiB) stops the stream, named.
   std::string big(4, '\0');
   const uint32_t n = 32 * 16384 + 1;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -133,6 +134,9 @@ struct Topology {
   std::vector<NodeSpec> nodes;  // file order
 
   const NodeSpec* find(std::string_view node) const;
+  // The names of the nodes `which` accepts (every node when empty), comma-separated in file
+  // order: the choices an error message about a node offers.
+  std::string names(const std::function<bool(const NodeSpec&)>& which = {}) const;
   size_t link_count() const;  // number of (node -> downstream) edges
   // The largest message the pipeline takes: the smallest `slots` times the smallest
   // `slot_size` of its nodes. A message larger than a slot travels as chunks, and a node
