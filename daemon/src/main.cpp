@@ -405,10 +405,15 @@ int main(int argc, char** argv) {
             spdlog::info("drained: every message acknowledged downstream; exiting");
             notifier.status("drained; exiting");
           } else {
+            // A head's upstream is its producers: a running one sends again what was not
+            // acknowledged; one that exited before the acknowledgements no longer can.
             spdlog::warn(
-                "drain timed out: {} messages not acknowledged downstream; "
-                "their upstream replays them when this node is back",
-                left);
+                "drain timed out: {} messages not acknowledged downstream; {}", left,
+                spec->is_head()
+                    ? "their producers send them again when this node is back, if they are "
+                      "still running (one that exited has them no longer: they are lost unless "
+                      "it sends them again with the same --origin)"
+                    : "their upstream replays them when this node is back");
             notifier.status(fmt::format("drain timed out with {} messages left; exiting", left));
           }
           loop.stop();

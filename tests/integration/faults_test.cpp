@@ -104,6 +104,34 @@ TEST(Faults, MiddleRelayStoppedThreeTimesDrainsAndNothingIsReplayed) {
   finish(dir, chain, *producer);
 }
 
+// A head's upstream is its producers: when its drain times out with messages a producer that
+// has since exited sent, nobody replays them. The line must not promise that an upstream
+// does: it says that producers still running send again, and that an exited one's are lost.
+TEST(Faults, AHeadWhoseDrainTimesOutSaysItsProducersMustSendAgain) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}}});
+  p.start("b");
+  p.start("a", {"--drain-timeout", "1"});
+  ASSERT_TRUE(p.out_link_up("a", "b"));
+  p.proc("b").signal(SIGSTOP);
+  auto send = p.start_send("a", 10, 64);
+  ASSERT_TRUE(wait_until(
+      [&] { return metric_value(scrape(p.node("a").metrics), "hoprelay_slots_in_use") == 10; },
+      15s))
+      << send->output();
+  send->signal(SIGKILL);
+  send->wait(10s);
+  p.proc("a").signal(SIGTERM);
+  ASSERT_EQ(p.proc("a").wait(20s), 0) << p.proc("a").output();
+  const std::string log = p.proc("a").output();
+  EXPECT_NE(log.find("drain timed out: 10 messages not acknowledged downstream; their producers "
+                     "send them again when this node is back, if they are still running"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("their upstream replays them"), std::string::npos) << log;
+  p.proc("b").signal(SIGCONT);
+}
+
 // The same under a backlog: an unpaced producer, and c taking 4 frames at a time, so a always
 // has messages waiting for credits. After b's BYE, a must send nothing more (the credits that
 // come back acknowledge, they do not invite), or a's link never empties while the backlog
