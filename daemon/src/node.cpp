@@ -769,6 +769,13 @@ void Node::on_outbound_up(transport::OutboundLink& link) {
   Downstream& d = downstream_of(link);
   d.metrics.up->Set(1);
   cancel_peer_down(d);
+  if (d.warned_down) {
+    node_log().info("downstream {} up after {} s", d.name,
+                    std::chrono::duration_cast<std::chrono::seconds>(
+                        transport::EventLoop::Clock::now() - d.down_since)
+                        .count());
+    d.warned_down = false;
+  }
   if (d.dropping) stop_dropping(d, "up again: forwarding to it again");
   if (d.was_up) metrics_->reconnects(d.name).Increment();
   d.was_up = true;
@@ -813,6 +820,24 @@ void Node::watch_peer_down(Downstream& d) {
 void Node::cancel_peer_down(Downstream& d) {
   if (d.down_timer) loop_.cancel(d.down_timer);
   d.down_timer = 0;
+}
+
+void Node::warn_long_down() {
+  const auto now = transport::EventLoop::Clock::now();
+  for (auto& d : downstream_) {
+    if (d->warned_down || d->retiring || !d->link || d->link->up() ||
+        now - d->down_since < kDownWarnAfter) {
+      continue;
+    }
+    d->warned_down = true;
+    node_log().warn(
+        "downstream {} at {} {} for {} s, {} message{} waiting for it: is hoprelayd running "
+        "there, with this topology file? (hoprelay status shows every node; each connect "
+        "attempt is logged at debug level)",
+        d->name, d->address.to_string(), d->was_up ? "down" : "not up",
+        std::chrono::duration_cast<std::chrono::seconds>(now - d->down_since).count(),
+        d->waiting.size(), d->waiting.size() == 1 ? "" : "s");
+  }
 }
 
 void Node::start_dropping(Downstream& d) {
@@ -871,6 +896,7 @@ void Node::tick() {
   }
   drops_.flush(loop_.now_ns());
   flush_given_up_ends();
+  warn_long_down();
   abort_orphans();
   slots_in_use_->Set(static_cast<double>(held_));
   for (auto& d : downstream_) {

@@ -1,20 +1,12 @@
 // Every message a node gives up is logged (docs/operations.md, "Dropped messages"): the first
 // of a kind at once with its origin and sequence number, then one line per interval with the
 // count, per (reason, peer), never a line per message.
-#include <sstream>
 
 #include "harness.h"
 #include "pipeline.h"
 
 namespace hoprelay::test {
 namespace {
-
-size_t lines_with(const std::string& text, const std::string& what) {
-  std::istringstream in(text);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) n += line.find(what) != std::string::npos;
-  return n;
-}
 
 // The README's demo geometry: b's crc32c stamp has no room for its 4-byte trailer in a slot
 // that the message fills, so b refuses every such message (a stage error).

@@ -104,6 +104,33 @@ TEST(Faults, MiddleRelayStoppedThreeTimesDrainsAndNothingIsReplayed) {
   finish(dir, chain, *producer);
 }
 
+// A downstream that is not running: refused connects are logged at debug level only, so
+// after 10 s the node says once, at warning level, that it is not up and what to check, and
+// says when it comes up.
+TEST(Faults, ADownstreamThatIsNotUpIsSaidOnceAfterTenSecondsAndAgainWhenItIsUp) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}}});
+  p.start("a");
+  const std::string said = "downstream b at 127.0.0.1:";
+  ASSERT_TRUE(wait_until([&] { return p.proc("a").output().find(said) != std::string::npos; }, 25s))
+      << p.proc("a").output();
+  std::this_thread::sleep_for(2s);  // two more ticks: not said again
+  std::string log = p.proc("a").output();
+  EXPECT_EQ(lines_with(log, said), 1u) << log;
+  EXPECT_NE(log.find(" not up for 1"), std::string::npos) << log;  // 10 or 11 s
+  EXPECT_NE(log.find("0 messages waiting for it: is hoprelayd running there, with this "
+                     "topology file?"),
+            std::string::npos)
+      << log;
+  p.start("b");
+  ASSERT_TRUE(p.out_link_up("a", "b"));
+  ASSERT_TRUE(wait_until(
+      [&] { return p.proc("a").output().find("downstream b up after ") != std::string::npos; },
+      10s))
+      << p.proc("a").output();
+  p.stop_all();
+}
+
 // A head's upstream is its producers: when its drain times out with messages a producer that
 // has since exited sent, nobody replays them. The line must not promise that an upstream
 // does: it says that producers still running send again, and that an exited one's are lost.

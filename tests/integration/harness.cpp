@@ -221,6 +221,13 @@ std::string scrape(uint16_t port) {
   return r.status == 200 ? r.body : "";
 }
 
+size_t lines_with(const std::string& text, const std::string& what) {
+  std::istringstream in(text);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(what) != std::string::npos;
+  return n;
+}
+
 double metric_value(const std::string& exposition, const std::string& metric,
                     const std::string& labels) {
   double sum = 0;

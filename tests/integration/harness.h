@@ -65,6 +65,8 @@ struct HttpResponse {
 // A minimal HTTP/1.0 GET to 127.0.0.1:port (the server closes the connection after the body),
 // with 5 s timeouts.
 HttpResponse http_get(uint16_t port, const std::string& target);
+// How many lines of `text` (a log) contain `what`.
+size_t lines_with(const std::string& text, const std::string& what);
 // GET http://127.0.0.1:port/metrics; empty on failure.
 std::string scrape(uint16_t port);
 // Sum of the samples of `metric` whose label set contains `labels` (e.g. "reason=\"x\"").

@@ -135,6 +135,7 @@ class Node final : public transport::LinkEvents {
     transport::EventLoop::TimerId down_timer = 0;
     bool dropping = false;
     uint64_t dropped_while_down = 0;
+    bool warned_down = false;  // warn_long_down() said it is down; said again when it is up
     // The chunked message being sent on this link: until its last frame is posted no other
     // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
     // come back in ring order: another message's frames between two chunks would fill its
@@ -258,6 +259,11 @@ class Node final : public transport::LinkEvents {
   void watch_peer_down(Downstream& d);
   void start_dropping(Downstream& d);
   void stop_dropping(Downstream& d, std::string_view now_what);
+  // From tick(): a downstream link down, or never up, for kDownWarnAfter is said once, at
+  // warning level: the transports log refused connects at debug level only (a peer not yet
+  // started is normal at start), so a head whose downstream never comes up looked idle.
+  void warn_long_down();
+  static constexpr std::chrono::seconds kDownWarnAfter{10};
   // Releases everything waiting for `d` as dropped (reason peer_down).
   void drop_waiting(Downstream& d);
   void cancel_peer_down(Downstream& d);
