@@ -709,9 +709,11 @@ class Validator {
       error(plugin_pos, name + ".plugin: " + resolved.error);
       return;
     }
+    bool unknown_param = false;
     for (size_t i = 0; i < spec.stage.params.size(); ++i) {
       const std::string& key = spec.stage.params[i].first;
       if (!resolved.type->rejects_param(key)) continue;
+      unknown_param = true;
       auto keys = resolved.type->param_keys();
       std::string message =
           name + ": stage " + quoted(resolved.type->name()) + " has no parameter " + quoted(key);
@@ -727,7 +729,10 @@ class Validator {
       }
       error(param_pos[i], message + hint);
     }
-    // A built-in's values, where it can be tried without side effects (a mode, a level).
+    // A built-in's values, where it can be tried without side effects (a mode, a level), and
+    // its required parameters. Not after a parameter it does not know: that is most often the
+    // one it misses, misspelt, and one message says it.
+    if (unknown_param) return;
     std::string refusal = stages::builtin_refusal(*resolved.type, spec.stage.params);
     if (!refusal.empty()) error(plugin_pos, name + ": " + refusal);
   }

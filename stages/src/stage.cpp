@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
@@ -16,13 +17,16 @@ struct Builtin {
   std::string_view name;
   const hoprelay_stage_descriptor* (*entry)();
   bool pure;  // create() touches nothing outside the instance: validation may try it
+  // A parameter create() refuses to go without: checked by validation also where create()
+  // cannot be tried (it opens files), with the words create() uses.
+  std::string_view required = {};
 };
 
 constexpr std::array<Builtin, 5> kBuiltins{{
     {"passthrough", &passthrough_descriptor, true},
     {"crc32c", &crc32c_descriptor, true},
-    {"verify-sink", &verify_sink_descriptor, false},
-    {"file-sink", &file_sink_descriptor, false},
+    {"verify-sink", &verify_sink_descriptor, false, "report"},
+    {"file-sink", &file_sink_descriptor, false, "path"},
     {"zstd", &zstd_descriptor, true},
 }};
 
@@ -139,7 +143,14 @@ std::vector<std::string_view> builtin_names() {
 
 std::string builtin_refusal(const StageType& type, const Params& params) {
   for (const auto& b : kBuiltins) {
-    if (!b.pure || b.entry() != &type.descriptor()) continue;
+    if (b.entry() != &type.descriptor()) continue;
+    if (!b.required.empty() && std::none_of(params.begin(), params.end(), [&](const auto& p) {
+          return p.first == b.required && !p.second.empty();
+        })) {
+      return fmt::format("stage {} refused its parameters: {} needs a {} parameter", b.name, b.name,
+                         b.required);
+    }
+    if (!b.pure) continue;
     try {
       Stage(std::shared_ptr<const StageType>(&type, [](const StageType*) {}), "validate", params);
     } catch (const StageError& e) {

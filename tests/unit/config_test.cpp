@@ -256,7 +256,8 @@ TEST(ConfigTest, WarnsWhereZstdCompressedMessagesMeetAStageThatCannotTakeThem) {
   const std::string nodes =
       node("a", "\"b\", \"e\", \"f\", \"h\"", compress) +
       node("b", "\"c\"", "stage = { plugin = \"crc32c\", mode = \"verify\" }\n") +
-      node("c", "\"d\"", decompress) + node("d", "", "stage = { plugin = \"verify-sink\" }\n") +
+      node("c", "\"d\"", decompress) +
+      node("d", "", "stage = { plugin = \"verify-sink\", report = \"/tmp/r\" }\n") +
       node("e", "", "") + node("f", "\"g\"", decompress) + node("g", "", "") +
       node("h", "", "stage = { plugin = \"file-sink\", path = \"/tmp/x\" }\n");
   Topology t = parse_topology(with_pipeline(nodes), "t.toml");
@@ -881,6 +882,14 @@ TEST(ConfigTest, BuiltinStageValuesAreCheckedWhereTheStageIsWritten) {
       with_pipeline(
           "[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32c\", mode = \"check\" }\n"),
       5, 20, "mode must be \"stamp\" or \"verify\", not \"check\"");
+  // The sinks open files, so validation does not try them; a missing required parameter is
+  // still said where the stage is written (the node refused it only at its start).
+  expect_error(
+      with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"file-sink\" }\n"), 5, 20,
+      "nodes.a.stage: stage file-sink refused its parameters: file-sink needs a path parameter");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"
+                             "stage = { plugin = \"verify-sink\", report = \"\" }\n"),
+               5, 20, "verify-sink needs a report parameter");
 }
 
 TEST(ConfigTest, ZstdExampleIsValidWithItsStagesTried) {

@@ -62,9 +62,10 @@ void check_descriptor(const hoprelay_stage_descriptor* descriptor, std::string_v
 std::vector<std::string_view> builtin_names();
 
 // For a built-in stage whose create() has no side effect (no file opened: passthrough, crc32c,
-// zstd), why it would refuse `params` ("mode must be ..."), or "" when it takes them; always ""
-// for other stages, which are checked when the node starts. Lets `hoprelay validate` report
-// a bad value where it is written.
+// zstd), why it would refuse `params` ("mode must be ..."), or "" when it takes them; for the
+// sinks (which open files) only a missing required parameter (file-sink's path, verify-sink's
+// report); always "" for plugins, which are checked when the node starts. Lets `hoprelay
+// validate` report a bad value where it is written.
 std::string builtin_refusal(const StageType& type, const Params& params);
 
 // One stage instance running on a node. Move-only; destroys the instance (after a final
