@@ -1040,10 +1040,15 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
       if (!same(topology_->find(d->name)->listen, d->address) && started_) {
         // Unacknowledged messages come back (on_returned) and go to the new address.
         moved.push_back(d->name);
-        // The old link is destroyed once this iteration's events are handled (event_loop.h):
-        // one of them may still be for it (a completion of its flushed receives).
+        // Closed while it is still d's: close() hands back the unacknowledged frames
+        // (on_returned) and reports the link down, and both find their downstream by its link
+        // (moved out first, they went to the first downstream's queue: another branch got
+        // them and this one lost them). The old link is destroyed once this iteration's
+        // events are handled (event_loop.h): one of them may still be for it (a completion of
+        // its flushed receives).
+        d->link->close();
         std::shared_ptr<transport::OutboundLink> old = std::move(d->link);
-        old->close();
+        d->warned_down = false;  // a new address: its own warning if it does not come up
         connect(*d);
         loop_.defer([old] {});
       }

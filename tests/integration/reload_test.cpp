@@ -110,6 +110,49 @@ TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
   EXPECT_EQ(c2.corrupt, 0);
 }
 
+// A downstream moved to another address while its link is up with messages in flight on it
+// (c2 stopped, b's slots full): the old link hands them back and they go to the new address,
+// to that branch and no other. (They went to the first downstream's queue: c1 dropped them as
+// duplicates and c2 never got them.)
+TEST(Reload, AMovedDownstreamGetsWhatWasInFlightOnItsOldLink) {
+  TempDir dir;
+  constexpr uint64_t kCount = 3000;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c1", "c2"}, "{ plugin = \"passthrough\" }", "route = \"broadcast\""},
+                   {"c1", {}, sink(dir, "c1")},
+                   {"c2", {}, sink(dir, "c2")}});
+  p.start_all();
+  auto producer = p.start_send("a", kCount, 200);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(p.node("c2").metrics), "hoprelay_messages_received_total") > 0;
+      },
+      20s));
+  p.proc("c2").signal(SIGSTOP);
+  // b's slots all held for c2: its link to c2 has frames in flight.
+  ASSERT_TRUE(wait_until(
+      [&] { return metric_value(scrape(p.node("b").metrics), "hoprelay_slots_in_use") == 32; },
+      15s));
+  p.change([](std::vector<NodeDef>& nodes) {
+    nodes[3].port = free_port();
+    nodes[3].metrics = free_port();
+  });
+  p.proc("b").signal(SIGHUP);
+  ASSERT_TRUE(b_logs(p, "moved c2")) << p.proc("b").output();
+  fs::rename(dir / "c2.log", dir / "c2.old.log");
+  p.start("c2");  // on its new address (the stopped one is killed)
+  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
+  ASSERT_TRUE(wait_until(
+      [&] { return report_has(dir, "c1", kCount) && report_has(dir, "c2", kCount); }, 30s))
+      << p.proc("b").output();
+  const std::string b = scrape(p.node("b").metrics);
+  EXPECT_EQ(metric_value(b, "hoprelay_messages_replayed_total", "peer=\"c1\""), 0) << b;
+  EXPECT_GT(metric_value(b, "hoprelay_messages_replayed_total", "peer=\"c2\""), 0) << b;
+  p.stop_all();
+  expect_clean(read_report(dir / "c1.json"), kCount);
+  expect_clean(read_report(dir / "c2.json"), kCount);
+}
+
 // Starts a producer of `count` messages of 13 chunks into a -> b (broadcast, 20 slots) -> c1
 // (a sink, which reassembles), and returns once b holds a message half sent: c1 stops
 // acknowledging, b's 20 slots fill and a stops sending. c1 acknowledges whole messages, so b
