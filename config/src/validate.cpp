@@ -670,6 +670,7 @@ class Validator {
     spec.stage.pos = e.value_pos;
     SourcePos plugin_pos = e.value_pos;
     bool plugin_ok = true;
+    bool bad_param = false;  // a parameter the stage cannot take: unknown, or not a scalar
     std::vector<SourcePos> param_pos;
     for (const Entry& p : in_file_order(*table)) {
       if (p.key == "plugin") {
@@ -698,6 +699,7 @@ class Validator {
       } else {
         type_error(p, name + "." + std::string(p.key),
                    "a string, integer, float or boolean (stage parameters are scalars)");
+        bad_param = true;
         continue;
       }
       spec.stage.params.emplace_back(std::string(p.key), std::move(value));
@@ -709,11 +711,10 @@ class Validator {
       error(plugin_pos, name + ".plugin: " + resolved.error);
       return;
     }
-    bool unknown_param = false;
     for (size_t i = 0; i < spec.stage.params.size(); ++i) {
       const std::string& key = spec.stage.params[i].first;
       if (!resolved.type->rejects_param(key)) continue;
-      unknown_param = true;
+      bad_param = true;
       auto keys = resolved.type->param_keys();
       std::string message =
           name + ": stage " + quoted(resolved.type->name()) + " has no parameter " + quoted(key);
@@ -730,9 +731,9 @@ class Validator {
       error(param_pos[i], message + hint);
     }
     // A built-in's values, where it can be tried without side effects (a mode, a level), and
-    // its required parameters. Not after a parameter it does not know: that is most often the
-    // one it misses, misspelt, and one message says it.
-    if (unknown_param) return;
+    // its required parameters. Not after a parameter it does not know or could not take (not
+    // a scalar): that is most often the one it misses, and one message says it.
+    if (bad_param) return;
     std::string refusal = stages::builtin_refusal(*resolved.type, spec.stage.params);
     if (!refusal.empty()) error(plugin_pos, name + ": " + refusal);
   }

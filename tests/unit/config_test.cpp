@@ -890,6 +890,10 @@ TEST(ConfigTest, BuiltinStageValuesAreCheckedWhereTheStageIsWritten) {
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"
                              "stage = { plugin = \"verify-sink\", report = \"\" }\n"),
                5, 20, "verify-sink needs a report parameter");
+  // A required parameter given, but not as a scalar: one error, the type's.
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"
+                             "stage = { plugin = \"file-sink\", path = [\"x\"] }\n"),
+               5, 40, "nodes.a.stage.path must be a string, integer, float or boolean");
 }
 
 TEST(ConfigTest, ZstdExampleIsValidWithItsStagesTried) {
