@@ -76,11 +76,13 @@ Producer::~Producer() {
 }
 
 template <class Done>
-int Producer::wait_for(Done done, int timeout_ms, const char* what) {
+int Producer::wait_for(Done done, int timeout_ms, const char* what,
+                       transport::EventLoop::Clock::time_point since) {
   if (lost_) return fail_lost(what);
   if (done()) return HOPRELAY_OK;  // the common case: no clock read, no loop
-  const auto deadline =
-      transport::EventLoop::Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  if (since == transport::EventLoop::Clock::time_point{})
+    since = transport::EventLoop::Clock::now();
+  const auto deadline = since + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
     if (lost_) return fail_lost(what);
     if (done()) return HOPRELAY_OK;
@@ -191,26 +193,22 @@ int Producer::process() {
 
 int Producer::end(int timeout_ms) {
   if (ended_) return HOPRELAY_OK;
+  // One timeout for all the waits below, reported as the caller gave it.
   const auto started = transport::EventLoop::Clock::now();
-  // What is left of timeout_ms after the waits before (-1 stays -1, 0 stays 0 = EAGAIN).
-  auto left = [&] {
-    if (timeout_ms <= 0) return timeout_ms;
-    auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-        transport::EventLoop::Clock::now() - started);
-    return std::max<int>(1, timeout_ms - static_cast<int>(spent.count()));
-  };
   if (!end_sent_) {
     ending_ = true;  // from the first call on, even one that returns EAGAIN (client.h)
     if (reserved_) {
       free_.push_back(std::exchange(reserved_, nullptr));  // reserved, never committed: unsent
     }
-    if (int rc = flush(timeout_ms)) {
+    loop_.run_pending();
+    if (int rc = wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush", started)) {
       return fail(rc, std::string(last_error()) + " (" + std::to_string(sent_ - acked_) +
                           " messages unacknowledged: the end-of-stream mark waits for them)");
     }
     // A producer the head has not admitted yet (opened with connect_timeout 0) has sent
     // nothing, so flush() is done at once, but its buffers come with the link's first welcome.
-    if (int rc = wait_for([this] { return !free_.empty(); }, left(), "end of stream")) {
+    if (int rc =
+            wait_for([this] { return !free_.empty(); }, timeout_ms, "end of stream", started)) {
       return rc;
     }
     // The end mark takes a buffer like a message, and is acknowledged like one.
@@ -221,7 +219,7 @@ int Producer::end(int timeout_ms) {
     end_sent_ = true;
     pump();
   }
-  return wait_for([this] { return ended_; }, left(), "end of stream");
+  return wait_for([this] { return ended_; }, timeout_ms, "end of stream", started);
 }
 
 int Producer::close(int timeout_ms) {

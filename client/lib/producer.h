@@ -86,10 +86,13 @@ class Producer final : public transport::LinkEvents {
     uint64_t seq;
     transport::Outcome* outcome;  // what the head reported for this frame (null: delivered)
   };
-  // Runs the loop until done() or the timeout (0: once, without waiting). OK, ETIMEDOUT or
-  // EAGAIN (timeout 0), or the status of a failure seen meanwhile.
+  // Runs the loop until done() or timeout_ms after `since` (0: once, without waiting). OK,
+  // ETIMEDOUT or EAGAIN (timeout 0), or the status of a failure seen meanwhile. `since` lets
+  // a call that waits several times (end) spend one timeout and report that timeout; the
+  // default (the epoch) is the call's start.
   template <class Done>
-  int wait_for(Done done, int timeout_ms, const char* what);
+  int wait_for(Done done, int timeout_ms, const char* what,
+               transport::EventLoop::Clock::time_point since = {});
   bool post(Buffer& b);  // to the link now; false while it is down or out of credits
   // A frame of a message the head had taken already (resume_seq_): not sent, its buffer
   // free again, and at the message's last frame its outcome is REPEAT.

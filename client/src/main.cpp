@@ -18,6 +18,13 @@
 namespace {
 
 constexpr int kExitConfig = 78;  // EX_CONFIG
+// --framing's values in --help (not CLI11's "ENUM:value in {length->2,...}").
+constexpr const char* kFramingText = "raw|lines|length";
+
+// "1 node", "3 nodes".
+std::string counted(size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
 
 using hoprelay::config::Topology;
 
@@ -91,7 +98,8 @@ int main(int argc, char** argv) {
                    "How --file or --stdin is cut into messages: raw (every --size bytes), lines "
                    "(one message per line, without its newline) or length (a 4-byte big-endian "
                    "length before each record); hoprelay recv takes the same option")
-      ->transform(CLI::CheckedTransformer(framings));
+      ->transform(CLI::CheckedTransformer(framings))
+      ->option_text(kFramingText);
   send->add_option("--first-seq", opts.first_seq,
                    "Sequence number of the first message (continue an origin's numbering)");
   send->add_option("--rate", opts.rate, "Messages per second (default: as fast as credits allow)")
@@ -103,7 +111,12 @@ int main(int argc, char** argv) {
   send->add_flag("--copy", opts.copy,
                  "Send generated messages by copy (hoprelay_producer_send) instead of writing "
                  "them into reserved registered buffers (zero copy): for comparing the two");
-  send->add_option("--origin", opts.origin, "Origin id carried by every message (default: random)");
+  auto* origin_opt = send->add_option("--origin", opts.origin,
+                                      "Origin id carried by every message (default: random)");
+  send->add_flag("--resume", opts.resume,
+                 "Go on with an interrupted send: the same input and --origin as it had; the "
+                 "messages the head has already are not sent again, and are not an error")
+      ->needs(origin_opt);
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node")
       ->check(CLI::Range(0, 86400));
   send->add_option("--close-timeout", close_timeout,
@@ -125,7 +138,8 @@ int main(int argc, char** argv) {
   recv->add_option("--framing", ropts.framing,
                    "raw (payloads back to back), lines (a newline after each) or length (a "
                    "4-byte big-endian length before each): as hoprelay send was given")
-      ->transform(CLI::CheckedTransformer(framings));
+      ->transform(CLI::CheckedTransformer(framings))
+      ->option_text(kFramingText);
   recv->add_option("--state-dir", ropts.state_dir,
                    "Keep a durable position here (with --output): a restarted recv cuts the "
                    "file back to it and appends, exactly once")
@@ -137,6 +151,11 @@ int main(int argc, char** argv) {
                    "Give up (exit 1) after this many seconds without a message");
   recv->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  // Bare `hoprelay`: what it can do, not just "a subcommand is required".
+  if (argc < 2) {
+    std::cerr << app.help();
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
 
   auto logger = spdlog::stderr_color_mt("hoprelay");
@@ -163,8 +182,9 @@ int main(int argc, char** argv) {
     for (const auto& w : topology->warnings()) std::cerr << w.format() << "\n";
     std::cout << "ok: pipeline \"" << topology->name << "\""
               << (topology->name_defaulted ? " (name defaulted from the file name)" : "") << ", "
-              << topology->nodes.size() << " nodes, " << topology->link_count()
-              << " links, messages up to " << topology->max_message() << " bytes\n";
+              << counted(topology->nodes.size(), "node") << ", "
+              << counted(topology->link_count(), "link") << ", messages up to "
+              << topology->max_message() << " bytes\n";
     return 0;
   }
   if (graph->parsed()) {
@@ -184,14 +204,15 @@ int main(int argc, char** argv) {
 
   // send
   const config::NodeSpec* head = topology->find(to);
-  if (!head) {
-    std::cerr << "hoprelay send: no node \"" << to << "\" in " << path
-              << " (heads: " << topology->names(&config::NodeSpec::is_head) << ")\n";
-    return kExitConfig;
-  }
-  if (!head->is_head()) {
-    std::cerr << "hoprelay send: node \"" << to << "\" has upstream peers; producers send to a "
-              << "head node (heads: " << topology->names(&config::NodeSpec::is_head) << ")\n";
+  if (!head || !head->is_head()) {
+    const std::string heads = topology->names(&config::NodeSpec::is_head);
+    if (!head) {
+      std::cerr << "hoprelay send: no node \"" << to << "\" in " << path << " (heads: " << heads
+                << ")\n";
+    } else {
+      std::cerr << "hoprelay send: node \"" << to << "\" has upstream peers; producers send to "
+                << "a head node (heads: " << heads << ")\n";
+    }
     return kExitConfig;
   }
   if (opts.file.empty() && !opts.stdin_stream && count_opt->count() == 0) {

@@ -1,14 +1,15 @@
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -27,12 +28,84 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Reads exactly n bytes unless the input ends first; returns how many.
-size_t read_full(int fd, std::byte* out, size_t n) {
+// Ctrl-C (SIGINT) or SIGTERM while sending stops the send where it is, without an end-of-
+// stream mark, and says how far it got and how to resume (docs/operations.md). The handler
+// only records the signal: every wait below is in steps of kStepMs and looks at it between
+// steps, whichever thread the kernel interrupted (libhoprelay's own waits go on through
+// EINTR, as docs/client.md tells bindings to expect).
+volatile std::sig_atomic_t g_signal = 0;
+constexpr int kStepMs = 100;
+
+extern "C" void on_stop_signal(int signal) {
+  g_signal = signal;
+}
+
+// Thrown out of the sending loops once a stop signal came.
+struct Interrupted {};
+
+void stop_if_signalled() {
+  if (g_signal) throw Interrupted{};
+}
+
+// Catches SIGINT and SIGTERM while it lives. SA_RESETHAND: a second one kills at once, for a
+// send that does not stop soon enough.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGINT, &old_int_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+// Calls wait(kStepMs) (a library call that waits up to its argument) until it returns anything
+// but ETIMEDOUT: as long as it takes, unless a stop signal comes.
+template <class Wait>
+int in_steps(Wait wait) {
+  for (;;) {
+    const int rc = wait(kStepMs);
+    if (rc != HOPRELAY_ETIMEDOUT) return rc;
+    stop_if_signalled();
+  }
+}
+
+// Until fd is readable (or at its end): for standard input, which may wait for good. The
+// producer's work (acknowledgements, a reconnection) is done meanwhile.
+void wait_readable(int fd, Producer& producer) {
+  for (;;) {
+    pollfd p[2] = {{fd, POLLIN, 0}, {producer.fd(), POLLIN, 0}};
+    if (::poll(p, 2, kStepMs) > 0) {
+      if (p[0].revents) return;
+      producer.process();
+    }
+    stop_if_signalled();
+  }
+}
+
+// Reads exactly n bytes unless the input ends first; returns how many. With a producer, the
+// input is standard input (a pipe or a terminal), polled in steps.
+size_t read_full(int fd, std::byte* out, size_t n, Producer* waits) {
   size_t got = 0;
   while (got < n) {
+    if (waits) wait_readable(fd, *waits);
     ssize_t r = ::read(fd, out + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EINTR) {
+      stop_if_signalled();
+      continue;
+    }
     if (r < 0) throw std::runtime_error(std::string("read: ") + std::strerror(errno));
     if (r == 0) break;
     got += size_t(r);
@@ -46,11 +119,12 @@ bool would_block(int fd) {
   return ::poll(&p, 1, 0) == 0;
 }
 
-// A buffered reader for the lines and length framings. `idle` runs before a read that would
-// block (a stream with nothing more yet), so what was queued goes out while it waits.
+// A buffered reader for the lines and length framings. With a producer (standard input), a
+// read that would block (a stream with nothing more yet) first lets what was queued go out,
+// then waits in steps, doing the producer's work.
 class Input {
  public:
-  Input(int fd, std::function<void()> idle) : fd_(fd), buf_(1 << 20), idle_(std::move(idle)) {}
+  Input(int fd, Producer* waits) : fd_(fd), buf_(1 << 20), waits_(waits) {}
   // The next line without its newline (a last line without one counts too); false at EOF.
   bool line(std::vector<std::byte>& out) {
     out.clear();
@@ -80,22 +154,26 @@ class Input {
 
  private:
   bool fill() {
-    if (idle_ && would_block(fd_)) idle_();
+    if (waits_ && would_block(fd_)) waits_->process();
     pos_ = 0;
     end_ = read_full_some();
     return end_ > 0;
   }
   size_t read_full_some() {
     for (;;) {
+      if (waits_) wait_readable(fd_, *waits_);
       ssize_t r = ::read(fd_, buf_.data(), buf_.size());
-      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EINTR) {
+        stop_if_signalled();
+        continue;
+      }
       if (r < 0) throw std::runtime_error(std::string("read: ") + std::strerror(errno));
       return size_t(r);
     }
   }
   int fd_;
   std::vector<std::byte> buf_;
-  std::function<void()> idle_;
+  Producer* waits_;
   size_t pos_ = 0, end_ = 0;
 };
 
@@ -112,23 +190,31 @@ class Sender {
     for (auto now = Clock::now(); due > now; now = Clock::now()) {
       p_.process();  // what is queued leaves; acknowledgements come in
       pollfd pf{p_.fd(), POLLIN, 0};
-      ::poll(&pf, 1, int(std::chrono::ceil<std::chrono::milliseconds>(due - now).count()));
+      auto wait = std::chrono::ceil<std::chrono::milliseconds>(due - now).count();
+      ::poll(&pf, 1, int(std::min<int64_t>(wait, kStepMs)));
+      stop_if_signalled();
     }
   }
   void check(int rc) {
     if (rc != HOPRELAY_OK) throw_last(rc);
   }
   void send(std::span<const std::byte> m, bool more) {
-    check(p_.send(m, more ? HOPRELAY_SEND_MORE : 0));
+    stop_if_signalled();
+    check(in_steps(
+        [&](int step) { return p_.send(m, more ? HOPRELAY_SEND_MORE : 0, nullptr, step); }));
     bytes_ += m.size();
   }
   // A buffer of n bytes for the next message: registered memory when it fits a slot (and
   // --copy was not asked for).
   std::span<std::byte> begin(size_t n) {
+    stop_if_signalled();
     if (n <= max_reserve_) {
-      int rc = 0;
-      auto b = p_.reserve(n, -1, &rc);
-      check(rc);
+      std::span<std::byte> b;
+      check(in_steps([&](int step) {
+        int rc = 0;
+        b = p_.reserve(n, step, &rc);
+        return rc;
+      }));
       return b;
     }
     big_.resize(n);
@@ -179,7 +265,7 @@ uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
       s.pace(n);
       if (o.stdin_stream && would_block(fd)) p.process();  // the queued messages go now
       auto b = s.begin(o.size);
-      size_t got = read_full(fd, b.data(), o.size);
+      size_t got = read_full(fd, b.data(), o.size, o.stdin_stream ? &p : nullptr);
       if (got == 0) break;  // the reserved buffer goes back at close, unsent
       s.end(b, got, true);
       ++n;
@@ -189,7 +275,7 @@ uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
   }
   // The messages queued (HOPRELAY_SEND_MORE) go now: the last line of a burst must not wait
   // for the next one.
-  Input in(fd, o.stdin_stream ? std::function<void()>([&p] { p.process(); }) : nullptr);
+  Input in(fd, o.stdin_stream ? &p : nullptr);
   std::vector<std::byte> record;
   for (;;) {
     s.pace(n);
@@ -218,6 +304,7 @@ uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
 // from inside its calls, on this thread).
 class Outcomes {
  public:
+  explicit Outcomes(bool resume) : resume_(resume) {}
   static void on_outcome(void* self, const hoprelay_outcome* o) {
     static_cast<Outcomes*>(self)->add(*o);
   }
@@ -261,11 +348,19 @@ class Outcomes {
                    "branches\n",
                    static_cast<unsigned long long>(partial_));
     }
-    if (repeats_) {
+    if (repeats_ && resume_) {
+      std::fprintf(stderr,
+                   "hoprelay send: origin %u resumed: the head already had sequence numbers "
+                   "%llu-%llu; those %llu messages were not sent again\n",
+                   origin_, static_cast<unsigned long long>(first_repeat_),
+                   static_cast<unsigned long long>(last_repeat_),
+                   static_cast<unsigned long long>(repeats_));
+    } else if (repeats_) {
       std::fprintf(stderr,
                    "hoprelay send: origin %u: the head already had sequence numbers %llu-%llu; "
-                   "%llu messages dropped as repeats (use --first-seq %llu to append, or another "
-                   "origin)\n",
+                   "%llu messages dropped as repeats (use --first-seq %llu to append new data, "
+                   "--resume if this is the input an interrupted send of this origin was "
+                   "sending, or another origin)\n",
                    origin_, static_cast<unsigned long long>(first_repeat_),
                    static_cast<unsigned long long>(last_repeat_),
                    static_cast<unsigned long long>(repeats_),
@@ -274,6 +369,7 @@ class Outcomes {
   }
 
  private:
+  bool resume_;  // --resume: repeats are the part an interrupted send got through
   uint32_t origin_ = 0;
   uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0;
   uint64_t first_repeat_ = 0, last_repeat_ = 0;
@@ -316,6 +412,56 @@ class WaitingNotice {
   std::thread thread_;
 };
 
+// close(), with its wait for the end mark's acknowledgement in steps, so that a stop signal
+// ends it. Throws Error as close() does; a timeout's words give the whole timeout.
+void close_in_steps(Producer& p, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  for (;;) {
+    int step = kStepMs;
+    if (timeout_ms >= 0) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      step = int(std::clamp<int64_t>(left, 1, kStepMs));
+    }
+    const int rc = p.end(step);
+    if (rc == HOPRELAY_OK) break;
+    if (rc != HOPRELAY_ETIMEDOUT) throw_last(rc);
+    stop_if_signalled();
+    if (timeout_ms >= 0 && Clock::now() >= deadline) {
+      const std::string why = hoprelay_last_error();
+      const std::string down = " (the head is down)";
+      throw Error(HOPRELAY_ETIMEDOUT, "end of stream: timed out after " +
+                                          std::to_string(timeout_ms) + " ms" +
+                                          (why.ends_with(down) ? down : ""));
+    }
+  }
+  p.close(0);
+}
+
+// Says how far an interrupted send got and how to go on; returns 128 + the signal, as a shell
+// reports a command a signal ended.
+int report_interrupted(Producer& p, bool ending) {
+  p.process();  // the acknowledgements that came meanwhile
+  const auto stats = p.stats();
+  const int signal = g_signal;
+  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  if (ending) {
+    std::fprintf(stderr,
+                 "hoprelay send: interrupted (%s) while waiting for the end-of-stream mark's "
+                 "acknowledgement: all %llu messages were acknowledged (origin %u). The same "
+                 "command with --origin %u --resume sends the mark again\n",
+                 name, static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin());
+  } else {
+    std::fprintf(stderr,
+                 "hoprelay send: interrupted (%s): %llu messages sent, %llu acknowledged (origin "
+                 "%u). No end-of-stream mark was sent: the consumers wait for the rest of the "
+                 "stream. To resume, send the same input again with --origin %u --resume (the "
+                 "messages the head has already are not sent again)\n",
+                 name, static_cast<unsigned long long>(stats.sent),
+                 static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin());
+  }
+  return 128 + signal;
+}
+
 }  // namespace
 
 int run_send(const SendOptions& o) {
@@ -326,7 +472,7 @@ int run_send(const SendOptions& o) {
   po.connect_timeout_ms = o.connect_timeout_ms;
   po.log = log_line;
   po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;  // spdlog's level filters
-  Outcomes outcomes;
+  Outcomes outcomes(o.resume);
   po.on_outcome = &Outcomes::on_outcome;
   po.outcome_user = &outcomes;
   int input = -1;
@@ -341,10 +487,15 @@ int run_send(const SendOptions& o) {
   }
   // Outside the try: a failure reports how far the producer got.
   std::optional<Producer> producer;
+  // From the moment the producer is open: a Ctrl-C while it connects has sent nothing, and
+  // ends the command at once as usual.
+  std::optional<StopSignals> signals;
+  bool ending = false;  // waiting for the end mark's acknowledgement
   try {
     WaitingNotice waiting(o);
     Producer& p = producer.emplace(o.topology, o.head, &po);
     waiting.stop();
+    signals.emplace();
     Sender s(p, o);
     auto t0 = Clock::now();
     if (input >= 0) {
@@ -352,7 +503,7 @@ int run_send(const SendOptions& o) {
     } else {
       send_generated(p, s, o);
     }
-    int rc = p.flush(-1);
+    int rc = in_steps([&p](int step) { return p.flush(step); });
     if (rc != HOPRELAY_OK) throw_last(rc);
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     auto stats = p.stats();
@@ -362,7 +513,8 @@ int run_send(const SendOptions& o) {
     // counts taken here (the handle is gone after close).
     std::optional<Error> closed;
     try {
-      p.close(o.close_timeout_ms);
+      ending = true;
+      close_in_steps(p, o.close_timeout_ms);
     } catch (const Error& e) {
       closed = e;
     }
@@ -392,7 +544,9 @@ int run_send(const SendOptions& o) {
                          "long as it takes)");
       return exit_code_of(closed->status());
     }
-    if (outcomes.dropped() || outcomes.repeats()) return 3;
+    if (outcomes.dropped() || (outcomes.repeats() && !o.resume)) return 3;
+  } catch (const Interrupted&) {
+    return report_interrupted(*producer, ending);
   } catch (const Error& e) {
     if (producer) {
       auto stats = producer->stats();

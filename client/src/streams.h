@@ -51,6 +51,9 @@ struct SendOptions {
   bool copy = false;
   uint32_t origin = 0;
   uint64_t first_seq = 0;
+  // The input is the one an interrupted send of this origin was sending: the messages the
+  // head had already (repeats) are the part it got through, not an error.
+  bool resume = false;
   int connect_timeout_ms = 30000;
   // How long the close waits for the end mark's acknowledgement (-1: as long as it takes).
   int close_timeout_ms = 10000;

@@ -165,7 +165,8 @@ TEST(Origins, ARerunLearnsItsRepeatsAndFirstSeqAppends) {
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_TRUE(has(r.output,
                   "origin 9: the head already had sequence numbers 0-999; 1000 messages dropped as "
-                  "repeats (use --first-seq 1000 to append, or another origin)"))
+                  "repeats (use --first-seq 1000 to append new data, --resume if this is the "
+                  "input an interrupted send of this origin was sending, or another origin)"))
       << r.output;
   r = p.send("a", 1000, 100, {"--origin", "9", "--first-seq", "1000"});
   EXPECT_EQ(r.code, 0) << r.output;

@@ -379,7 +379,7 @@ TEST(Cli, ValidateAndGraph) {
   r = run({HOPRELAY_BIN, "validate", (dir / "first.toml").string()});
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output,
-            "ok: pipeline \"first\" (name defaulted from the file name), 1 nodes, 0 links, "
+            "ok: pipeline \"first\" (name defaulted from the file name), 1 node, 0 links, "
             "messages up to 4194304 bytes\n");
   // Every error of the file, each with its position.
   r = run({HOPRELAY_BIN, "validate", (dir / "bad.toml").string()});

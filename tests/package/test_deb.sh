@@ -165,4 +165,11 @@ if ! ldd "$root/usr/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
   PYTHONPATH=$root/usr/lib/python3/dist-packages HOPRELAY_LIBRARY=$root/usr/lib/$arch/libhoprelay.so.1 \
     python3 -c "import hoprelay" || fail "python3 cannot import the installed hoprelay module"
 fi
+# Installed from the build tree under a prefix of one's own: the .pc names that prefix, and
+# the topology directory is under it too (not the host's /etc).
+pfx=$root/prefix
+cmake --install "$BUILD" --prefix "$pfx" >/dev/null || fail "cmake --install --prefix"
+grep -qx "prefix=$pfx" "$pfx/lib/$arch/pkgconfig/hoprelay.pc" ||
+  fail "hoprelay.pc under --prefix $pfx says: $(head -1 "$pfx/lib/$arch/pkgconfig/hoprelay.pc")"
+[[ -d $pfx/etc/hoprelay ]] || fail "cmake --install --prefix $pfx made no $pfx/etc/hoprelay"
 echo "test_deb: package $deb installs and validates its example: $out; examples built with pkg-config: 5000 + 3000 messages producer -> a -> b -> consumer, 0 corrupt"

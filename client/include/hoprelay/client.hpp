@@ -67,6 +67,9 @@ class Producer {
     return hoprelay_producer_commit(p_, length, flags, seq);
   }
   int flush(int timeout_ms = -1) { return hoprelay_producer_flush(p_, timeout_ms); }
+  // The end-of-stream mark without closing (hoprelay_producer_end): ETIMEDOUT / EAGAIN: not
+  // yet, call again; then close() returns at once.
+  int end(int timeout_ms = -1) { return hoprelay_producer_end(p_, timeout_ms); }
   int fd() const { return hoprelay_producer_fd(p_); }
   int process() { return hoprelay_producer_process(p_); }
   size_t max_message() const { return hoprelay_producer_max_message(p_); }
