@@ -201,6 +201,7 @@ class Validator {
         parse_auth_key_file(e, topology);
       } else {
         unknown_key(e, "at top level", kTopLevelKeys, &suggested);
+        note_misspelt_nodes(e);
       }
     }
 
@@ -266,6 +267,17 @@ class Validator {
       message += " (" + quoted(e.key) + " is a top-level key: set it before the first table)";
     }
     error(e.key_pos, std::move(message));
+  }
+
+  // [node.c] written for [nodes.c]: the names in it are remembered, so that a downstream list
+  // naming "c" (an error placed before the typo) says why "c" is not a node.
+  void note_misspelt_nodes(const Entry& e) {
+    auto match = internal::closest(e.key, kTopLevelKeys);
+    const toml::table* table = e.value->as_table();
+    if (!match || *match != "nodes" || !table) return;
+    for (const auto& [name, value] : *table) {
+      misspelt_nodes_.emplace(std::string(name.str()), std::string(e.key));
+    }
   }
 
   std::optional<std::string> get_string(const Entry& e, const std::string& name) {
@@ -602,8 +614,12 @@ class Validator {
       const std::string& target = str->get();
       auto it = index_.find(target);
       if (it == index_.end()) {
-        error(pos,
-              name + ": " + quoted(target) + " is not a node" + did_you_mean(target, node_names_));
+        auto misspelt = misspelt_nodes_.find(target);
+        error(pos, name + ": " + quoted(target) + " is not a node" +
+                       (misspelt == misspelt_nodes_.end()
+                            ? did_you_mean(target, node_names_)
+                            : " (it is declared as [" + misspelt->second + "." + target +
+                                  "], which is not read: did you mean [nodes." + target + "]?)"));
       } else if (target == raw.name) {
         error(pos, name + ": node " + quoted(raw.name) + " cannot be its own downstream");
       } else if (!seen.insert(target).second) {
@@ -671,7 +687,7 @@ class Validator {
     SourcePos plugin_pos = e.value_pos;
     bool plugin_ok = true;
     bool bad_param = false;  // a parameter the stage cannot take: unknown, or not a scalar
-    std::vector<SourcePos> param_pos;
+    std::vector<SourcePos> param_pos, value_pos;
     for (const Entry& p : in_file_order(*table)) {
       if (p.key == "plugin") {
         plugin_pos = p.value_pos;
@@ -704,6 +720,7 @@ class Validator {
       }
       spec.stage.params.emplace_back(std::string(p.key), std::move(value));
       param_pos.push_back(p.key_pos);
+      value_pos.push_back(p.value_pos);
     }
     if (!plugin_ok || !checks_plugin_of(spec.name)) return;
     const Resolved& resolved = resolve(spec.stage.plugin);
@@ -735,7 +752,17 @@ class Validator {
     // a scalar): that is most often the one it misses, and one message says it.
     if (bad_param) return;
     std::string refusal = stages::builtin_refusal(*resolved.type, spec.stage.params);
-    if (!refusal.empty()) error(plugin_pos, name + ": " + refusal);
+    if (refusal.empty()) return;
+    // At the value the refusal is about, when it names one as stages do ("...: mode must be
+    // \"compress\" or ..."); else (a parameter missing) at the plugin.
+    SourcePos at = plugin_pos;
+    for (size_t i = 0; i < spec.stage.params.size(); ++i) {
+      if (refusal.find(": " + spec.stage.params[i].first + " ") != std::string::npos) {
+        at = value_pos[i];
+        break;
+      }
+    }
+    error(at, name + ": " + refusal);
   }
 
   // Every address may be used once across the pipeline, listen or metrics: a second user could
@@ -833,7 +860,8 @@ class Validator {
   std::vector<Diagnostic> diagnostics_;
   std::vector<RawNode> raw_nodes_;
   std::map<std::string, size_t> index_;
-  std::vector<std::string_view> node_names_;  // views into the parsed table's keys
+  std::vector<std::string_view> node_names_;           // views into the parsed table's keys
+  std::map<std::string, std::string> misspelt_nodes_;  // name -> the misspelt table ("node")
   std::vector<AddressUse> addresses_;
   std::map<std::string, Resolved> resolved_;
 };

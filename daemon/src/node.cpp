@@ -6,6 +6,7 @@
 #include <prometheus/gauge.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <optional>
@@ -711,7 +712,14 @@ Node::Downstream& Node::downstream_of(transport::OutboundLink& link) {
   for (auto& d : downstream_) {
     if (d->link.get() == &link) return *d;
   }
-  return *downstream_.front();  // unreachable: every link the transport reports is ours
+  // Unreachable: every link the transport reports is one of ours, and a reload closes a link
+  // before it leaves its downstream. Should that break, stop rather than guess a downstream
+  // (a guess once sent one branch's messages to another): the upstream replays what this node
+  // held once systemd has restarted it.
+  node_log().critical("internal error: link to {} is not a downstream of node {}: stopping",
+                      link.peer_name(), spec_->name);
+  node_log().flush();
+  std::abort();
 }
 
 void Node::on_acked(transport::OutboundLink& link, void* cookie) {
@@ -771,9 +779,7 @@ void Node::on_outbound_up(transport::OutboundLink& link) {
   cancel_peer_down(d);
   if (d.warned_down) {
     node_log().info("downstream {} up after {} s", d.name,
-                    std::chrono::duration_cast<std::chrono::seconds>(
-                        transport::EventLoop::Clock::now() - d.down_since)
-                        .count());
+                    d.seconds_down(transport::EventLoop::Clock::now()));
     d.warned_down = false;
   }
   if (d.dropping) stop_dropping(d, "up again: forwarding to it again");
@@ -834,8 +840,7 @@ void Node::warn_long_down() {
         "downstream {} at {} {} for {} s, {} message{} waiting for it: is hoprelayd running "
         "there, with this topology file? (hoprelay status shows every node; each connect "
         "attempt is logged at debug level)",
-        d->name, d->address.to_string(), d->was_up ? "down" : "not up",
-        std::chrono::duration_cast<std::chrono::seconds>(now - d->down_since).count(),
+        d->name, d->address.to_string(), d->was_up ? "down" : "not up", d->seconds_down(now),
         d->waiting.size(), d->waiting.size() == 1 ? "" : "s");
   }
 }

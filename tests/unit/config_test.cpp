@@ -866,22 +866,40 @@ TEST(ConfigTest, UnknownStageParamSuggests) {
                "stage \"passthrough\" has no parameter \"mode\" (it takes no parameters)");
 }
 
+// [node.c] for [nodes.c]: the downstream list naming "c" comes first in the file, so its error
+// says why "c" is not a node; the typo's own error follows.
+TEST(ConfigTest, ANodeUnderAMisspeltTableIsNamedAsSuchWhereItIsUsed) {
+  auto d =
+      errors_of(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"c\"]\n"
+                              "[node.c]\nlisten = \"h:2\"\n"));
+  ASSERT_EQ(d.size(), 2u) << dump(d);
+  EXPECT_EQ(d[0].pos.line, 5u) << dump(d);
+  EXPECT_EQ(d[0].message,
+            "nodes.a.downstream: \"c\" is not a node (it is declared as [node.c], which is not "
+            "read: did you mean [nodes.c]?)");
+  EXPECT_EQ(d[1].pos.line, 6u) << dump(d);
+  EXPECT_NE(d[1].message.find("unknown key \"node\" at top level; did you mean \"nodes\"?"),
+            std::string::npos)
+      << dump(d);
+}
+
+// At the value a stage refuses (its column), or at the plugin for a parameter it misses.
 TEST(ConfigTest, BuiltinStageValuesAreCheckedWhereTheStageIsWritten) {
   expect_error(
       with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"zstd\", mode = \"zip\" }\n"),
-      5, 20,
+      5, 35,
       "nodes.a.stage: stage zstd refused its parameters: mode must be \"compress\" or "
       "\"decompress\", not \"zip\"");
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"zstd\" }\n"), 5, 20,
                "zstd needs a mode: mode = \"compress\" (at the head) or mode = \"decompress\"");
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"
                              "stage = { plugin = \"zstd\", mode = \"compress\", level = 40 }\n"),
-               5, 20,
+               5, 55,
                "level = 40 is not a zstd level: use an integer from -131072 (fastest) to 22");
   expect_error(
       with_pipeline(
           "[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32c\", mode = \"check\" }\n"),
-      5, 20, "mode must be \"stamp\" or \"verify\", not \"check\"");
+      5, 37, "mode must be \"stamp\" or \"verify\", not \"check\"");
   // The sinks open files, so validation does not try them; a missing required parameter is
   // still said where the stage is written (the node refused it only at its start).
   expect_error(

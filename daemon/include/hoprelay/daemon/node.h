@@ -136,6 +136,10 @@ class Node final : public transport::LinkEvents {
     bool dropping = false;
     uint64_t dropped_while_down = 0;
     bool warned_down = false;  // warn_long_down() said it is down; said again when it is up
+    // Whole seconds since down_since, for the log lines about it.
+    int64_t seconds_down(transport::EventLoop::Clock::time_point now) const {
+      return std::chrono::duration_cast<std::chrono::seconds>(now - down_since).count();
+    }
     // The chunked message being sent on this link: until its last frame is posted no other
     // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
     // come back in ring order: another message's frames between two chunks would fill its
