@@ -3,14 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "hoprelay/client.hpp"
 #include "hoprelay/stages/position_file.h"
 #include "spdlog/spdlog.h"
+#include "stop_signals.h"
 #include "streams.h"
 
 namespace hoprelay::client {
@@ -90,8 +93,12 @@ int run_recv(const RecvOptions& o) {
   uint64_t messages = 0, bytes = 0, ended = 0;
   int exit_code = 0;
   int fd = 1;
+  // From the moment the consumer is open: Ctrl-C or SIGTERM then stops the loop below, and
+  // what was received is written and released (stop_signals.h).
+  std::optional<StopSignals> signals;
   try {
     Consumer c(o.topology, o.node, &co);
+    signals.emplace();
     if (!o.output.empty()) {
       // With a durable position the file is kept, cut back to what was recorded: what came
       // after it was not acknowledged, and comes again.
@@ -150,19 +157,28 @@ int run_recv(const RecvOptions& o) {
       batch.clear();
     };
     auto done = [&] { return o.count ? messages >= o.count : ended >= o.streams; };
-    while (!done()) {
+    // Waits in steps, for the stop signals; --timeout counts from the first empty step.
+    using Clock = std::chrono::steady_clock;
+    bool idle = false;  // since idle_since, recv found nothing
+    Clock::time_point idle_since;
+    while (!done() && !stop_signal()) {
       int rc = 0;
-      Message m = c.recv(batch.empty() ? timeout : 0, &rc);
+      Message m = c.recv(batch.empty() ? kStopStepMs : 0, &rc);
       if (rc == HOPRELAY_EAGAIN && !batch.empty()) {
         release_batch();
         continue;
       }
       if (rc == HOPRELAY_ETIMEDOUT) {
+        const auto now = Clock::now();
+        if (!idle) idle_since = now - std::chrono::milliseconds(kStopStepMs);
+        idle = true;
+        if (timeout < 0 || now - idle_since < std::chrono::milliseconds(timeout)) continue;
         std::fprintf(stderr, "hoprelay recv: nothing for %.1f s; giving up\n", o.timeout_s);
         exit_code = 1;
         break;
       }
       if (rc != HOPRELAY_OK) throw_last(rc);
+      idle = false;
       batch.push_back(std::move(m));
       const Message& msg = batch.back();
       auto [it, fresh] = streams.try_emplace(msg.origin());
@@ -214,6 +230,7 @@ int run_recv(const RecvOptions& o) {
     return 1;
   }
   if (fd != 1) ::close(fd);
+  const bool interrupted = stop_signal() != 0;
   for (const auto& [origin, s] : streams) {
     const std::string range =
         s.messages ? fmt::format("{} messages, seq {}-{}", s.messages, s.first, s.next - 1)
@@ -221,13 +238,13 @@ int run_recv(const RecvOptions& o) {
     std::fprintf(stderr, "origin %u: %s, %s%s\n", origin, range.c_str(),
                  s.ended ? "ended" : "not ended",
                  s.missing() ? (", " + std::to_string(s.missing()) + " missing").c_str() : "");
-    if (s.missing()) exit_code = 1;
+    if (s.missing() && !interrupted) exit_code = 1;
   }
   // Waiting for whole streams, the output holds the bytes of every origin that sent here,
   // one after another as they came: a stream that did not end (a producer stopped before its
   // end, e.g. an interrupted send whose messages were still on their way, or one still
   // sending) has its messages among the others'. Not what was asked for: said, and exit 1.
-  if (!o.count && exit_code == 0) {
+  if (!o.count && exit_code == 0 && !interrupted) {
     for (const auto& [origin, s] : streams) {
       if (s.ended || s.messages == 0) continue;
       std::fprintf(stderr,
@@ -243,6 +260,13 @@ int run_recv(const RecvOptions& o) {
   std::fprintf(stderr, "received %llu messages, %llu bytes from %zu streams\n",
                static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes),
                streams.size());
+  if (interrupted) {
+    std::fprintf(stderr,
+                 "hoprelay recv: interrupted (%s): what it received is in the output and "
+                 "acknowledged; the rest waits upstream for the next recv of node %s\n",
+                 stop_signal_name(), o.node.c_str());
+    return 128 + stop_signal();
+  }
   return exit_code;
 }
 

@@ -1,12 +1,10 @@
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -21,6 +19,7 @@
 #include "hoprelay/client.hpp"
 #include "hoprelay/stages/pattern.h"
 #include "spdlog/spdlog.h"
+#include "stop_signals.h"
 #include "streams.h"
 
 namespace hoprelay::client {
@@ -28,55 +27,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Ctrl-C (SIGINT) or SIGTERM while sending stops the send where it is, without an end-of-
-// stream mark, and says how far it got and how to resume (docs/operations.md). The handler
-// only records the signal: every wait below is in steps of kStepMs and looks at it between
-// steps, whichever thread the kernel interrupted (libhoprelay's own waits go on through
-// EINTR, as docs/client.md tells bindings to expect).
-volatile std::sig_atomic_t g_signal = 0;
-constexpr int kStepMs = 100;
-
-extern "C" void on_stop_signal(int signal) {
-  g_signal = signal;
-}
-
-// Thrown out of the sending loops once a stop signal came.
+// Thrown out of the sending loops once a stop signal came (stop_signals.h).
 struct Interrupted {};
 
 void stop_if_signalled() {
-  if (g_signal) throw Interrupted{};
+  if (stop_signal()) throw Interrupted{};
 }
 
-// Catches SIGINT and SIGTERM while it lives. SA_RESETHAND: a second one kills at once, for a
-// send that does not stop soon enough.
-class StopSignals {
- public:
-  StopSignals() {
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-    ::sigaction(SIGINT, &old_int_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
-
-// Calls wait(kStepMs) (a library call that waits up to its argument) until it returns anything
+// Calls wait(kStopStepMs) (a library call that waits up to its argument) until it returns anything
 // but ETIMEDOUT: as long as it takes, unless a stop signal comes.
 template <class Wait>
 int in_steps(Wait wait) {
   for (;;) {
-    const int rc = wait(kStepMs);
+    const int rc = wait(kStopStepMs);
     if (rc != HOPRELAY_ETIMEDOUT) return rc;
     stop_if_signalled();
   }
@@ -87,7 +50,7 @@ int in_steps(Wait wait) {
 void wait_readable(int fd, Producer& producer) {
   for (;;) {
     pollfd p[2] = {{fd, POLLIN, 0}, {producer.fd(), POLLIN, 0}};
-    if (::poll(p, 2, kStepMs) > 0) {
+    if (::poll(p, 2, kStopStepMs) > 0) {
       if (p[0].revents) return;
       producer.process();
     }
@@ -191,7 +154,7 @@ class Sender {
       p_.process();  // what is queued leaves; acknowledgements come in
       pollfd pf{p_.fd(), POLLIN, 0};
       auto wait = std::chrono::ceil<std::chrono::milliseconds>(due - now).count();
-      ::poll(&pf, 1, int(std::min<int64_t>(wait, kStepMs)));
+      ::poll(&pf, 1, int(std::min<int64_t>(wait, kStopStepMs)));
       stop_if_signalled();
     }
   }
@@ -417,10 +380,10 @@ class WaitingNotice {
 void close_in_steps(Producer& p, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
-    int step = kStepMs;
+    int step = kStopStepMs;
     if (timeout_ms >= 0) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      step = int(std::clamp<int64_t>(left, 1, kStepMs));
+      step = int(std::clamp<int64_t>(left, 1, kStopStepMs));
     }
     const int rc = p.end(step);
     if (rc == HOPRELAY_OK) break;
@@ -442,8 +405,7 @@ void close_in_steps(Producer& p, int timeout_ms) {
 int report_interrupted(Producer& p, bool ending) {
   p.process();  // the acknowledgements that came meanwhile
   const auto stats = p.stats();
-  const int signal = g_signal;
-  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  const char* name = stop_signal_name();
   if (ending) {
     std::fprintf(stderr,
                  "hoprelay send: interrupted (%s) while waiting for the end-of-stream mark's "
@@ -459,7 +421,7 @@ int report_interrupted(Producer& p, bool ending) {
                  name, static_cast<unsigned long long>(stats.sent),
                  static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin());
   }
-  return 128 + signal;
+  return 128 + stop_signal();
 }
 
 }  // namespace
