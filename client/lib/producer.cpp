@@ -260,9 +260,11 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
     // messages, and replaying them is not a repeat (the head deduplicates them).
     resume_seq_ = link.peer_next_seq();
     if (resume_seq_ > next_seq_ - sent_) {  // below it: the first_seq asked for
-      log().warn(
+      // Info, not a warning: a restarted producer resuming its origin is the expected case,
+      // and each such message's outcome (REPEAT) tells the application anyway.
+      log().info(
           "the head has taken sequence numbers of origin {} up to {} already: messages below "
-          "{} are repeats and are not sent (first_seq {} resumes there)",
+          "{} are repeats and are not sent (first_seq {} starts after them)",
           origin_, resume_seq_ - 1, resume_seq_, resume_seq_);
     }
   }

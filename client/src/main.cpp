@@ -13,6 +13,7 @@
 #include "hoprelay/transport/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "status.h"
+#include "stop_signals.h"
 #include "streams.h"
 
 namespace {
@@ -199,7 +200,7 @@ int main(int argc, char** argv) {
 
   if (recv->parsed()) {
     ropts.topology = path;
-    return client::run_recv(ropts);
+    return client::exit_status(client::run_recv(ropts));
   }
 
   // send
@@ -214,6 +215,11 @@ int main(int argc, char** argv) {
                 << "a head node (heads: " << heads << ")\n";
     }
     return kExitConfig;
+  }
+  if (opts.resume && opts.origin == 0) {
+    std::cerr << "hoprelay send: --resume needs the origin the interrupted send printed "
+                 "(--origin 0 means a random one)\n";
+    return 2;
   }
   if (opts.file.empty() && !opts.stdin_stream && count_opt->count() == 0) {
     std::cerr << "hoprelay send: give --count N (generated messages), --file PATH or --stdin\n";
@@ -237,5 +243,5 @@ int main(int argc, char** argv) {
   opts.count = count;
   opts.connect_timeout_ms = connect_timeout * 1000;
   opts.close_timeout_ms = close_timeout == 0 ? -1 : close_timeout * 1000;
-  return client::run_send(opts);
+  return client::exit_status(client::run_send(opts));
 }

@@ -34,14 +34,15 @@ void stop_if_signalled() {
   if (stop_signal()) throw Interrupted{};
 }
 
-// Calls wait(kStopStepMs) (a library call that waits up to its argument) until it returns anything
-// but ETIMEDOUT: as long as it takes, unless a stop signal comes.
+// Calls wait(kStopStepMs) (a library call that waits up to its argument) until it returns
+// anything but ETIMEDOUT: as long as it takes, unless a stop signal comes, also one that came
+// during the step that succeeded (libhoprelay waits on through it).
 template <class Wait>
 int in_steps(Wait wait) {
   for (;;) {
     const int rc = wait(kStopStepMs);
-    if (rc != HOPRELAY_ETIMEDOUT) return rc;
     stop_if_signalled();
+    if (rc != HOPRELAY_ETIMEDOUT) return rc;
   }
 }
 
@@ -50,11 +51,12 @@ int in_steps(Wait wait) {
 void wait_readable(int fd, Producer& producer) {
   for (;;) {
     pollfd p[2] = {{fd, POLLIN, 0}, {producer.fd(), POLLIN, 0}};
-    if (::poll(p, 2, kStopStepMs) > 0) {
+    const int ready = ::poll(p, 2, kStopStepMs);
+    stop_if_signalled();
+    if (ready > 0) {
       if (p[0].revents) return;
       producer.process();
     }
-    stop_if_signalled();
   }
 }
 
@@ -70,7 +72,12 @@ size_t read_full(int fd, std::byte* out, size_t n, Producer* waits) {
       continue;
     }
     if (r < 0) throw std::runtime_error(std::string("read: ") + std::strerror(errno));
-    if (r == 0) break;
+    if (r == 0) {
+      // The end, unless a stop signal came: the process writing into the pipe dies of the
+      // same Ctrl-C, and its end is not the input's (the stream would end cut short).
+      stop_if_signalled();
+      break;
+    }
     got += size_t(r);
   }
   return got;
@@ -131,6 +138,7 @@ class Input {
         continue;
       }
       if (r < 0) throw std::runtime_error(std::string("read: ") + std::strerror(errno));
+      if (r == 0) stop_if_signalled();  // as in read_full()
       return size_t(r);
     }
   }
@@ -143,11 +151,17 @@ class Input {
 class Sender {
  public:
   Sender(Producer& p, const SendOptions& o)
-      : p_(p), o_(o), t0_(Clock::now()), max_reserve_(o.copy ? 0 : p.max_reserve()) {}
+      : p_(p),
+        o_(o),
+        t0_(Clock::now()),
+        max_reserve_(o.copy ? 0 : p.max_reserve()),
+        repeats_(p.resume_seq() > o.first_seq ? p.resume_seq() - o.first_seq : 0) {}
 
-  // Paces to --rate: message n may leave at t0 + n / rate.
+  // Paces to --rate: message n may leave at t0 + n / rate, not counting the first messages
+  // the head has already (a resume), which are not sent.
   void pace(uint64_t n) {
-    if (o_.rate <= 0) return;
+    if (o_.rate <= 0 || n < repeats_) return;
+    n -= repeats_;
     auto due = t0_ + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(double(n) / o_.rate));
     for (auto now = Clock::now(); due > now; now = Clock::now()) {
@@ -198,6 +212,7 @@ class Sender {
   const SendOptions& o_;
   Clock::time_point t0_;
   size_t max_reserve_;  // one slot of the head, fixed once open returned; 0 with --copy
+  uint64_t repeats_;    // messages from the first that the head has already (not sent)
   std::vector<std::byte> big_;
   uint64_t bytes_ = 0;
 };
@@ -403,7 +418,8 @@ void close_in_steps(Producer& p, int timeout_ms) {
 // Says how far an interrupted send got and how to go on; returns 128 + the signal, as a shell
 // reports a command a signal ended.
 int report_interrupted(Producer& p, bool ending) {
-  p.process();  // the acknowledgements that came meanwhile
+  // The acknowledgements on their way, briefly: the counts then say what the head has.
+  p.flush(2 * kStopStepMs);
   const auto stats = p.stats();
   const char* name = stop_signal_name();
   if (ending) {
@@ -474,6 +490,7 @@ int run_send(const SendOptions& o) {
     // stream mark's acknowledgement. Its failure is reported after the summary, with the
     // counts taken here (the handle is gone after close).
     std::optional<Error> closed;
+    stop_if_signalled();  // not an end mark after a Ctrl-C
     try {
       ending = true;
       close_in_steps(p, o.close_timeout_ms);

@@ -17,8 +17,15 @@ int stop_signal();
 // "SIGINT" or "SIGTERM".
 const char* stop_signal_name();
 
-// Catches SIGINT and SIGTERM while it lives. SA_RESETHAND: a second one ends the command at
-// once, for one that does not stop soon enough.
+// The command's exit status when no stop signal came. When one did, the process dies of it
+// (its default action), after what was printed is flushed: a shell script that ran the command
+// stops too, where an exit with a status would tell bash that the command handled the signal
+// and the script goes on.
+int exit_status(int code);
+
+// Catches SIGINT and SIGTERM while it lives, unless it was started with them ignored (a
+// background job of a script keeps ignoring them). SA_RESETHAND: a second one ends the
+// command at once, for one that does not stop soon enough.
 class StopSignals {
  public:
   StopSignals();

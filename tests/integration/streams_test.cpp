@@ -123,6 +123,13 @@ TEST(Streams, AnInterruptedSendSaysHowToResumeAndTheResumeCompletesTheFile) {
   EXPECT_EQ(said.find(" msg/s"), std::string::npos) << said;  // no success line
   EXPECT_LT(size_of(out), kBytes);
   EXPECT_TRUE(recv->running());
+  // The head has seen the producer go (else the resume is refused: origin in use).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return metric_value(scrape(c.p.node("a").metrics), "hoprelay_link_up",
+                            "peer=\"producer\"") == 0;
+      },
+      10s));
 
   auto resume_argv = argv;
   resume_argv.push_back("--resume");
@@ -156,6 +163,10 @@ TEST(Streams, ASendWaitingForInputOrForItsEndMarkStopsOnCtrlC) {
         c.dir / "send1.log");
     ASSERT_EQ(::write(writer, "hello\n", 6), 6);
     ASSERT_TRUE(wait_until([&] { return size_of(out) == 6; }, 30s)) << send.output();
+    // Its acknowledgement has passed a (the gauge is sampled once a second).
+    ASSERT_TRUE(wait_until(
+        [&] { return metric_value(scrape(c.p.node("a").metrics), "hoprelay_slots_in_use") == 0; },
+        30s));
     send.signal(SIGINT);
     EXPECT_EQ(send.wait(10s), 130) << send.output();
     EXPECT_NE(send.output().find("interrupted (SIGINT): 1 messages sent, 1 acknowledged (origin "
