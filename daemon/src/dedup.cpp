@@ -21,10 +21,18 @@ DedupTable::Window& DedupTable::window_for(uint32_t origin, uint64_t seq) {
 }
 
 void DedupTable::evict_oldest() {
-  auto oldest = windows_.begin();
-  for (auto it = windows_.begin(); it != windows_.end(); ++it) {
-    if (it->second.last_use < oldest->second.last_use) oldest = it;
+  pinned_now_.clear();
+  if (pinned_) {
+    pinned_(pinned_now_);
+    std::sort(pinned_now_.begin(), pinned_now_.end());
   }
+  auto oldest = windows_.end();
+  for (auto it = windows_.begin(); it != windows_.end(); ++it) {
+    if (oldest != windows_.end() && it->second.last_use >= oldest->second.last_use) continue;
+    if (std::binary_search(pinned_now_.begin(), pinned_now_.end(), it->first)) continue;
+    oldest = it;
+  }
+  if (oldest == windows_.end()) return;  // every origin pinned: the table grows (above)
   if (last_ == &oldest->second) last_ = nullptr;
   windows_.erase(oldest);
 }

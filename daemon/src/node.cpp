@@ -109,6 +109,11 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   metrics_->config_loaded(true, topology_->hash);
   export_upstream_series();
   end_joins_.set_topology(*topology_, spec_->name);
+  // Deduplication forgets no origin an upstream sender may still send again (dedup.h).
+  dedup_.set_pinned([this](std::vector<uint32_t>& out) {
+    for (const Inbound& in : inbound_) in.link->unreturned_origins(out);
+    for (const transport::InboundLink* link : dead_links_) link->unreturned_origins(out);
+  });
   for (const auto& name : spec_->downstream) add_downstream(name);
   rebuild_active();
   if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {

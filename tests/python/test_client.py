@@ -42,7 +42,7 @@ except ImportError as e:
     print("0 passed, 1 failed")
     sys.exit(1)
 
-WATCHDOG_S = 90  # the whole run, on a slow machine; normally a few seconds
+WATCHDOG_S = 150  # the whole run, on a slow machine; normally 10-20 s
 RECV_TIMEOUT = 15.0  # one message
 
 results = {"passed": 0, "failed": 0}
@@ -96,32 +96,33 @@ def free_ports(n):
     return ports
 
 
-def write_topology(directory):
-    listen_a, listen_b, listen_c, metrics_a, metrics_b = free_ports(5)
+def write_topology(directory, name="python-client", slot_size="16KiB", slots=32, a_slots=None,
+                   c_metrics=False):
+    """a -> b -> c (c: this process), every node on its own ports; returns the path and the
+    metrics ports by node."""
+    ports = free_ports(6)
+    metrics = {"a": ports[3], "b": ports[4]}
+    if c_metrics:
+        metrics["c"] = ports[5]
     text = """\
 [pipeline]
-name = "python-client"
+name = "%s"
 transport = "tcp"
-slot_size = "16KiB"
-slots = 32
-
-[nodes.a]
-listen = "127.0.0.1:%d"
-metrics = "127.0.0.1:%d"
-downstream = ["b"]
-
-[nodes.b]
-listen = "127.0.0.1:%d"
-metrics = "127.0.0.1:%d"
-downstream = ["c"]
-
-[nodes.c]
-listen = "127.0.0.1:%d"
-""" % (listen_a, metrics_a, listen_b, metrics_b, listen_c)
-    path = os.path.join(directory, "topology.toml")
+slot_size = "%s"
+slots = %d
+""" % (name, slot_size, slots)
+    for i, (node, downstream) in enumerate((("a", "b"), ("b", "c"), ("c", None))):
+        text += '\n[nodes.%s]\nlisten = "127.0.0.1:%d"\n' % (node, ports[i])
+        if node in metrics:
+            text += 'metrics = "127.0.0.1:%d"\n' % metrics[node]
+        if downstream:
+            text += 'downstream = ["%s"]\n' % downstream
+        if node == "a" and a_slots:
+            text += "slots = %d\n" % a_slots
+    path = os.path.join(directory, name + ".toml")
     with open(path, "w") as f:
         f.write(text)
-    return path, {"a": metrics_a, "b": metrics_b}
+    return path, metrics
 
 
 def start_daemon(topology, node, directory, metrics_port):
@@ -324,6 +325,7 @@ def run(topology, directory, metrics):
     check("a closed consumer raises ClosedError", expect_error,
           lambda: consumer.recv(timeout=0), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
     outcome_checks(directory)
+    dedup_checks(directory)
 
 
 # ---- outcomes: on_outcome ---------------------------------------------------------------------
@@ -584,6 +586,78 @@ def closed_producer(producer):
     expect_error(lambda: producer.fileno(), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
     producer.close()  # closing twice does nothing
     producer.destroy()
+
+
+# ---- deduplication forgets no origin a sender may still send again ---------------------------
+
+DEDUP_ORIGINS = 1100  # more than a node remembers (1,024)
+
+
+def metric(port, name, label):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as reply:
+        for line in reply.read().decode().splitlines():
+            if line.startswith(name + "{") and label in line:
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def dedup_checks(directory):
+    # c can hold one message while more than 1,024 others pass behind it: rings of 4,096 small
+    # slots at b and c (at a, each producer's is 2).
+    topology, metrics = write_topology(directory, "python-dedup", "256B", 4096, a_slots=2,
+                                       c_metrics=True)
+    consumer = check("Consumer(c) of the dedup topology opens", hoprelay.Consumer, topology, "c")
+    if consumer is None:
+        return
+    with consumer:
+        if check("daemons a and b of the dedup topology start", lambda: [
+                start_daemon(topology, node, directory, metrics[node]) for node in ("b", "a")]) \
+                is None:
+            return
+        check("a consumer holding one message while %d other origins pass, then its link "
+              "dropped: every replay is taken for a repeat" % DEDUP_ORIGINS,
+              replays_after_many_origins, consumer, topology, directory, metrics)
+
+
+def replays_after_many_origins(consumer, topology, directory, metrics):
+    """c holds origin 1's message unreleased, so c's credits to b stop behind it and b (and a)
+    keep everything after it; DEDUP_ORIGINS more origins pass, one message each. Then b is
+    killed and started again: a replays all of them through the new b, and c must take each
+    for a repeat. Its deduplication remembers 1,024 origins: it must not forget those whose
+    frames b may send again (it forgot the oldest, origin 1 first, and delivered them twice)."""
+    def one(origin):
+        p = hoprelay.Producer(topology, "a", origin=origin, connect_timeout=10)
+        try:
+            p.send(b"%d" % origin, timeout=RECV_TIMEOUT)
+            msg = consumer.recv(timeout=RECV_TIMEOUT)
+        finally:
+            p.destroy()  # no end mark: one message per origin, nothing else
+        expect((msg.origin, msg.seq, bytes(msg.data)) == (origin, 0, b"%d" % origin),
+               "origin %d: got origin %d seq %d" % (origin, msg.origin, msg.seq))
+        return msg
+
+    held = one(1)
+    for origin in range(2, DEDUP_ORIGINS + 2):
+        one(origin).release()
+    for i, (node, proc, _) in enumerate(daemons):
+        if node == "b" and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+    start_daemon(topology, "b", directory, metrics["b"])
+    want = DEDUP_ORIGINS + 1
+    deadline = time.monotonic() + 30
+    while metric(metrics["c"], "hoprelay_messages_dropped_total", 'reason="duplicate"') < want:
+        expect(time.monotonic() < deadline,
+               "c dropped %d replays as repeats within 30 s, expected %d"
+               % (metric(metrics["c"], "hoprelay_messages_dropped_total",
+                         'reason="duplicate"'), want))
+        try:
+            msg = consumer.recv(timeout=0.2)
+            raise AssertionError("delivered twice: origin %d seq %d" % (msg.origin, msg.seq))
+        except hoprelay.Timeout:
+            pass
+    expect_error(lambda: consumer.recv(timeout=0.5), hoprelay.ETIMEDOUT, "", hoprelay.Timeout)
+    held.release()
 
 
 if __name__ == "__main__":

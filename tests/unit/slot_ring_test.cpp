@@ -37,6 +37,29 @@ TEST(SlotRing, FillsInOrderAndReturnsCreditsInOrder) {
   EXPECT_EQ(ring.in_use(), 0u);
 }
 
+// The frames whose credit has not gone back, released or not: what the sender replays if the
+// link fails.
+TEST(SlotRing, UnreturnedOriginsAreTheFramesWhoseCreditIsOut) {
+  std::vector<std::byte> mem(SlotRing::size_for(4, 256));
+  SlotRing ring(mem.data(), 4, 256, nullptr);
+  Slot* s[3];
+  for (uint32_t i = 0; i < 3; ++i) {
+    s[i] = ring.acquire();
+    s[i]->origin = 7 + i;
+  }
+  std::vector<uint32_t> out;
+  ring.unreturned_origins(out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{7, 8, 9}));
+  EXPECT_EQ(ring.release(*s[1]), 0u);  // behind the oldest: no credit yet
+  out.clear();
+  ring.unreturned_origins(out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{7, 8, 9})) << "released, but its credit is not out";
+  EXPECT_EQ(ring.release(*s[0]), 2u);
+  out.clear();
+  ring.unreturned_origins(out);
+  EXPECT_EQ(out, (std::vector<uint32_t>{9}));
+}
+
 TEST(SlotRing, CreditsNeverExceedSlotsUnderRandomRelease) {
   std::vector<std::byte> mem(SlotRing::size_for(8, 256));
   SlotRing ring(mem.data(), 8, 256, nullptr);
@@ -171,6 +194,43 @@ TEST(Dedup, OriginsAreBoundedLeastRecentlyUsedFirst) {
   EXPECT_EQ(t.origins(), 2u);
   EXPECT_FALSE(t.first_time(1, 0)) << "origin 1 kept";
   EXPECT_TRUE(t.first_time(2, 0)) << "origin 2 was forgotten";
+}
+
+// An origin an upstream sender may still send again (pinned) is not forgotten: the oldest
+// unpinned one is.
+TEST(Dedup, APinnedOriginIsNotForgotten) {
+  std::vector<uint32_t> pinned{1};
+  int asked = 0;
+  DedupTable t(2, [&](std::vector<uint32_t>& out) {
+    ++asked;
+    out.insert(out.end(), pinned.begin(), pinned.end());
+  });
+  t.first_time(1, 0);  // the oldest, but pinned
+  t.first_time(2, 0);
+  t.first_time(2, 1);
+  EXPECT_EQ(asked, 0) << "asked only when an origin must go";
+  t.first_time(3, 0);  // evicts 2
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(t.origins(), 2u);
+  EXPECT_FALSE(t.first_time(1, 0)) << "pinned origin 1 kept";
+  EXPECT_FALSE(t.first_time(3, 0));
+  pinned.clear();
+  t.first_time(4, 0);  // 1 (used before 3) is the oldest, no longer pinned: it goes
+  EXPECT_FALSE(t.first_time(4, 0));
+  EXPECT_TRUE(t.first_time(1, 0)) << "origin 1 was forgotten once unpinned";
+}
+
+// Every origin pinned: the table grows rather than forget one (at most by the frames the links
+// hold, one per pinned origin).
+TEST(Dedup, EveryOriginPinnedTheTableGrows) {
+  DedupTable t(2, [](std::vector<uint32_t>& out) { out.insert(out.end(), {1, 2, 3, 2}); });
+  t.first_time(1, 0);
+  t.first_time(2, 0);
+  t.first_time(3, 0);
+  EXPECT_EQ(t.origins(), 3u);
+  EXPECT_FALSE(t.first_time(1, 0));
+  EXPECT_FALSE(t.first_time(2, 0));
+  EXPECT_FALSE(t.first_time(3, 0));
 }
 
 }  // namespace

@@ -35,6 +35,9 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
+  void unreturned_origins(std::vector<uint32_t>& out) const override {
+    if (ring_) ring_->unreturned_origins(out);
+  }
   bool closed() const { return state_ == State::kClosed; }
   // Closes with a reason (logged, counted by the caller's metrics through on_inbound_down).
   // `clean`: the peer said goodbye; logged at info, not as a failure.

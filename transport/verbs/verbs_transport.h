@@ -108,6 +108,9 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
+  void unreturned_origins(std::vector<uint32_t>& out) const override {
+    if (ring_) ring_->unreturned_origins(out);
+  }
   void fail(std::string_view reason);
   Connection& connection() { return conn_; }
 

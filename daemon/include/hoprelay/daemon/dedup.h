@@ -10,11 +10,18 @@
 // Bounded memory: at most kMaxOrigins origins (8 KiB each); the one idle longest is forgotten
 // first. A forgotten origin that comes back starts a fresh window, which ends at the first
 // sequence number it sees: older ones still count as new (at worst a repeat, never a loss).
+// So an origin is not forgotten while an upstream sender may still send a message of it again
+// (pinned(): the frames whose credit has not gone back, on every inbound link): a consumer
+// that holds a message while more than kMaxOrigins other origins pass would otherwise get it
+// twice once its link fails. When every origin is pinned the table grows instead, by at most
+// the frames the links hold (each pinned origin has one).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include "hoprelay/common/seq_window.h"
 
@@ -25,7 +32,13 @@ class DedupTable {
   static constexpr uint64_t kWindow = 65536;
   static constexpr size_t kMaxOrigins = 1024;
 
-  explicit DedupTable(size_t max_origins = kMaxOrigins) : max_origins_(max_origins) {}
+  // Appends the origins that must not be forgotten now (duplicates allowed). Called only when
+  // the table is full and a new origin comes, never per message.
+  using Pinned = std::function<void(std::vector<uint32_t>& out)>;
+
+  explicit DedupTable(size_t max_origins = kMaxOrigins, Pinned pinned = nullptr)
+      : max_origins_(max_origins), pinned_(std::move(pinned)) {}
+  void set_pinned(Pinned pinned) { pinned_ = std::move(pinned); }
 
   // True the first time (origin, seq) is seen; false for a repeat, or for a sequence number
   // that fell out of the window (too old to tell: treated as a repeat).
@@ -51,6 +64,8 @@ class DedupTable {
   void evict_oldest();
 
   size_t max_origins_;
+  Pinned pinned_;
+  std::vector<uint32_t> pinned_now_;  // evict_oldest()'s, kept for its capacity
   uint64_t clock_ = 0;
   std::unordered_map<uint32_t, Window> windows_;
   uint32_t last_origin_ = 0;

@@ -80,6 +80,12 @@ class SlotRing {
   // Gives a slot back; returns how many credits that frees (0 while an older slot is held).
   uint32_t release(Slot& slot);
   Slot& at(uint32_t index) { return slots_[index]; }
+  // Appends the origin of every frame whose credit has not gone back to the sender, released
+  // or not: the sender sends them again if the link fails. (A released slot keeps its fields
+  // until its credit lets a new frame into it.)
+  void unreturned_origins(std::vector<uint32_t>& out) const {
+    for (uint64_t i = tail_; i < head_; ++i) out.push_back(slots_[i % slots_.size()].origin);
+  }
 
  private:
   std::vector<Slot> slots_;

@@ -78,6 +78,9 @@ class InboundLink {
   virtual uint32_t slots_in_use() const = 0;
   // The link's ring size (0 before the link is up).
   virtual uint32_t slots() const = 0;
+  // Appends the origin of each frame the sender would send again if the link failed now
+  // (SlotRing::unreturned_origins): deduplication must not forget those origins.
+  virtual void unreturned_origins(std::vector<uint32_t>& out) const = 0;
 
  protected:
   PeerInfo peer_;
