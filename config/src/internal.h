@@ -49,6 +49,10 @@ inline constexpr std::array<Spelling<OnPeerDown>, 2> kOnPeerDownSpellings{{
 // one edit from "listen"), compared case-insensitively.
 size_t edit_distance(std::string_view a, std::string_view b);
 
+// `path` made absolute (from the working directory) and normal ("a/./b" is "a/b"), for
+// messages.
+std::string absolute_path(const std::string& path);
+
 // The candidate closest to `input`, when close enough to be a plausible typo: at most two
 // edits, and no more than half the length of the longer word (so "b" does not suggest "a").
 std::optional<std::string_view> closest(std::string_view input,

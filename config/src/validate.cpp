@@ -725,7 +725,16 @@ class Validator {
     if (!plugin_ok || !checks_plugin_of(spec.name)) return;
     const Resolved& resolved = resolve(spec.stage.plugin);
     if (!resolved.type) {
-      error(plugin_pos, name + ".plugin: " + resolved.error);
+      // A relative path was taken from the topology file's directory: the message names the
+      // file it looked for, since that is seldom where the operator's shell is.
+      std::string where;
+      const std::string& plugin = spec.stage.plugin;
+      if (stages::is_plugin_path(plugin) && plugin.front() != '/' &&
+          plugin.find('/') != std::string::npos) {
+        where = " (looked for " + internal::absolute_path(plugin) +
+                ": a relative plugin path is taken from the topology file's directory)";
+      }
+      error(plugin_pos, name + ".plugin: " + resolved.error + where);
       return;
     }
     for (size_t i = 0; i < spec.stage.params.size(); ++i) {

@@ -1,4 +1,5 @@
-// Scalar value syntaxes of the topology file (sizes, durations, addresses) and typo suggestions.
+// Scalar value syntaxes of the topology file (sizes, durations, addresses), typo suggestions
+// and paths for messages.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <utility>
 
 #include "internal.h"
@@ -268,6 +270,12 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  auto absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute.lexically_normal().string();
 }
 
 std::optional<std::string_view> closest(std::string_view input,

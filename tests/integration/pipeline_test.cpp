@@ -365,6 +365,21 @@ TEST(Cli, ValidateAndGraph) {
   EXPECT_NE(r.output.find("good.toml:10:20: error: nodes.c.stage.plugin: cannot load stage plugin"),
             std::string::npos)
       << r.output;
+  // A relative plugin path in a topology given by a relative path: the message names the file
+  // it looked for, absolute, in the topology file's directory (not the working directory).
+  fs::create_directories(dir / "sub");
+  write_file(dir / "sub" / "rel.toml",
+             "[nodes.a]\nlisten = \"127.0.0.1:1\"\nstage = { plugin = \"plugins/nope.so\" }\n");
+  r = run({"/bin/sh", "-c",
+           "cd '" + dir.path().string() + "' && exec '" + std::string(HOPRELAY_BIN) +
+               "' validate sub/rel.toml"});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find("cannot load stage plugin: sub/plugins/nope.so: cannot open shared "
+                          "object file: No such file or directory (looked for " +
+                          (dir / "sub" / "plugins" / "nope.so").string() +
+                          ": a relative plugin path is taken from the topology file's directory)"),
+            std::string::npos)
+      << r.output;
   r = run({HOPRELAY_BIN, "validate", "--node", "a", (dir / "good.toml").string()});
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output, "ok: pipeline \"p\", 3 nodes, 2 links, messages up to 4194304 bytes\n");
