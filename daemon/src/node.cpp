@@ -1027,6 +1027,8 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   std::vector<std::string> added, removed, moved;
   topology_ = std::move(next);
   spec_ = n;
+  // Peers that read the new file must not be told it differs from this node's.
+  transport_->set_topology_hash(topology_->hash);
   if (new_stage) {
     // Between two messages: no worker may be inside the old instance when it goes.
     if (workers_) workers_->quiesce();

@@ -82,6 +82,40 @@ TEST(Reload, DownstreamAddedRefusalsAndStageChangeUnderTraffic) {
   EXPECT_EQ(c2.corrupt, 0);
 }
 
+// After a reload the node's handshakes carry the new file's hash: a producer or a peer that
+// reads the new file is not told that the files differ (they were, against the old hash).
+TEST(Reload, AReloadedNodeHandshakesWithTheNewFilesHash) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  p.change([](auto& nodes) { nodes[0].extra = "peer_down_timeout = \"20s\"\n"; });
+  for (const char* n : {"b", "a"}) p.proc(n).signal(SIGHUP);
+  for (const char* n : {"b", "a"}) {
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return metric_value(scrape(p.node(n).metrics), "hoprelay_config_reloads_total",
+                              "result=\"success\"") == 1;
+        },
+        5s))
+        << n << "\n"
+        << p.proc(n).output();
+  }
+  RunResult r = p.send("a", 100, 100);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("runs a different topology file"), std::string::npos) << r.output;
+  // b restarted reads the new file: a's link to it comes up without a word about files.
+  p.crash_and_restart("b");
+  ASSERT_TRUE(p.out_link_up("a", "b", 10s));
+  r = p.send("a", 100, 100);
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* n : {"a", "b"}) {
+    EXPECT_EQ(p.proc(n).output().find("different topology file"), std::string::npos)
+        << n << "\n"
+        << p.proc(n).output();
+  }
+  p.stop_all();
+}
+
 TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}},

@@ -191,6 +191,7 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   EventLoop& loop() { return loop_; }
   LinkEvents& events() { return events_; }
   const Identity& identity() const { return identity_; }
+  void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
   const ListenParams& listen_params() const { return listen_; }
   // Frees a closed inbound link once the node holds none of its slots.
   void reap(TcpInbound* link);

@@ -255,6 +255,7 @@ class VerbsTransport final : public Transport {
   EventLoop& loop() { return loop_; }
   LinkEvents& events() { return events_; }
   const Identity& identity() const { return identity_; }
+  void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
   const ListenParams& listen_params() const { return listen_; }
   rdma_event_channel* cm_channel() { return cm_channel_.get(); }
   bool busy_poll() const { return poll_ == config::Poll::kBusy; }

@@ -236,6 +236,9 @@ class Transport {
   virtual std::unique_ptr<OutboundLink> connect(const ConnectParams& params) = 0;
   // Memory to post frames from (producers).
   virtual std::unique_ptr<MemoryRegion> allocate(size_t bytes) = 0;
+  // A reload: the topology hash that handshakes from now on carry and compare (links up now
+  // stay as they are).
+  virtual void set_topology_hash(uint64_t hash) = 0;
 };
 
 struct TransportChoice {
