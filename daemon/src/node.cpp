@@ -279,8 +279,7 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
 }
 
 void Node::on_inbound_up(transport::InboundLink& link) {
-  std::string peer =
-      link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
+  const std::string peer = inbound_label(link);
   Inbound in{&link, metrics_->inbound(peer, transport_->name() == "verbs"),
              &metrics_->link_slots_in_use(peer)};
   in.metrics.up->Increment();  // a count: several producers share the "producer" label
@@ -913,7 +912,28 @@ void Node::tick() {
     d->queued->Set(static_cast<double>(d->waiting.size()));
     d->credits->Set(d->link ? d->link->credits() : 0);
   }
-  for (auto& in : inbound_) in.slots_in_use->Set(in.link->slots_in_use());
+  sample_link_slots();
+}
+
+// Per `peer` label the sum over its links (producers share one label; each set its own value
+// before, so the gauge showed whichever came last, and kept it once the producer was gone),
+// links that went down with slots still held included.
+void Node::sample_link_slots() {
+  for (auto& [gauge, sum] : link_slots_) sum = 0;
+  auto add = [this](prometheus::Gauge* gauge, uint32_t n) {
+    for (auto& [g, sum] : link_slots_) {
+      if (g == gauge) {
+        sum += n;
+        return;
+      }
+    }
+    link_slots_.emplace_back(gauge, n);
+  };
+  for (const Inbound& in : inbound_) add(in.slots_in_use, in.link->slots_in_use());
+  for (const transport::InboundLink* link : dead_links_) {
+    add(&metrics_->link_slots_in_use(inbound_label(*link)), link->slots_in_use());
+  }
+  for (const auto& [gauge, sum] : link_slots_) gauge->Set(sum);
 }
 
 void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done) {

@@ -36,6 +36,30 @@ TEST(Pipeline, ChainABCDelivers100kWithZeroLoss) {
   expect_clean(read_report(dir / "c.json"), 100000);
 }
 
+// hoprelay_link_slots_in_use{peer="producer"}: the slots of every producer's link, counted
+// while a producer that went away still has messages held, and 0 once they are acknowledged
+// (it kept the last value sampled while the producer was connected).
+TEST(Pipeline, AGoneProducersSlotsAreCountedUntilReleasedThenZero) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  auto producer_slots = [&] {
+    return metric_value(scrape(p.node("a").metrics), "hoprelay_link_slots_in_use",
+                        "peer=\"producer\"");
+  };
+  p.proc("b").signal(SIGSTOP);  // a holds what it forwards
+  auto send = p.start_send("a", 20, 100, {"--origin", "61"});
+  ASSERT_TRUE(wait_until([&] { return producer_slots() == 20; }, 10s)) << producer_slots();
+  send->signal(SIGKILL);
+  send->wait(10s);
+  std::this_thread::sleep_for(1500ms);  // a sample after the producer went
+  EXPECT_EQ(producer_slots(), 20) << "held for a producer that went away";
+  p.proc("b").signal(SIGCONT);
+  EXPECT_TRUE(wait_until([&] { return producer_slots() == 0; }, 10s)) << producer_slots();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 20); }, 10s));
+  p.stop_all();
+}
+
 TEST(Pipeline, MetricsCountTheTraffic) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});

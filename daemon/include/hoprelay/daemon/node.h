@@ -228,6 +228,12 @@ class Node final : public transport::LinkEvents {
   static std::string_view peer_of(const transport::InboundLink* link) {
     return link ? std::string_view(link->peer().name) : std::string_view();
   }
+  // The `peer` label of an inbound link's series: its node, or "producer" (all producers).
+  static std::string inbound_label(const transport::InboundLink& link) {
+    return link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
+  }
+  // hoprelay_link_slots_in_use, once a second (tick).
+  void sample_link_slots();
   // Chunks of a message larger than a slot (partials.h).
   // (node_chunks.cpp)
   void on_chunk(Inbound& in, transport::Slot& slot);
@@ -352,6 +358,9 @@ class Node final : public transport::LinkEvents {
   // taken those frames back and sends them again (hold_with_first). Few, and only after a
   // failure: the common path checks that this is empty.
   std::vector<transport::InboundLink*> dead_links_;
+  // sample_link_slots()'s sums, one per `peer` label seen (kept: a label whose links are gone
+  // reads 0).
+  std::vector<std::pair<prometheus::Gauge*, double>> link_slots_;
   bool draining_ = false;
   bool started_ = false;
   std::function<void(uint64_t)> drained_;
