@@ -196,6 +196,14 @@ void wait_in_new_image(char** argv, const std::string& device) {
                 std::strerror(errno));
 }
 
+// The topology's warnings about this node's geometry (a crc32c trailer with no room, zstd
+// frames a node cannot take), at start and after each reload: the other nodes' are theirs.
+void log_own_warnings(const hoprelay::config::Topology& topology, const std::string& node) {
+  for (const auto& w : topology.warnings()) {
+    if (w.message.starts_with("nodes." + node + ":")) spdlog::warn("{}", w.format());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -280,10 +288,7 @@ int main(int argc, char** argv) {
     notifier.status("node " + node_name + " is not in " + topology_path);
     return kExitConfig;
   }
-  // Its own geometry's warnings only: the other nodes' are theirs to log.
-  for (const auto& w : topology.warnings()) {
-    if (w.message.starts_with("nodes." + node_name + ":")) spdlog::warn("{}", w.format());
-  }
+  log_own_warnings(topology, node_name);
 
   if (!wait_device.empty()) return wait_for_device(notifier, wait_device, spec->listen);
 
@@ -370,7 +375,8 @@ int main(int argc, char** argv) {
       try {
         auto next = std::make_shared<const config::Topology>(
             config::load_topology(topology_path, plugin_check));
-        refused = node->reload(std::move(next));
+        refused = node->reload(next);
+        if (refused.empty()) log_own_warnings(*next, node_name);
       } catch (const config::ConfigError& e) {
         for (const auto& d : e.diagnostics()) spdlog::error("reload refused: {}", d.format());
         refused = "the topology file does not validate";

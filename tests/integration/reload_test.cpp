@@ -83,7 +83,8 @@ TEST(Reload, DownstreamAddedRefusalsAndStageChangeUnderTraffic) {
 }
 
 // After a reload the node's handshakes carry the new file's hash: a producer or a peer that
-// reads the new file is not told that the files differ (they were, against the old hash).
+// reads the new file is not told that the files differ (they were, against the old hash). And
+// the new file's warnings about the node are logged, as at a start.
 TEST(Reload, AReloadedNodeHandshakesWithTheNewFilesHash) {
   TempDir dir;
   Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
@@ -113,6 +114,18 @@ TEST(Reload, AReloadedNodeHandshakesWithTheNewFilesHash) {
         << n << "\n"
         << p.proc(n).output();
   }
+  // A reload that gives the head a crc32c stamp: its geometry's warning is logged as at a
+  // start (producers' largest message shrinks by the trailer).
+  p.change([](auto& nodes) { nodes[0].stage = "{ plugin = \"crc32c\", mode = \"stamp\" }"; });
+  p.proc("a").signal(SIGHUP);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return p.proc("a").output().find(
+                   "warning: nodes.a: its crc32c stamp adds a 4-byte "
+                   "trailer") != std::string::npos;
+      },
+      5s))
+      << p.proc("a").output();
   p.stop_all();
 }
 
