@@ -287,8 +287,15 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
 
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
   if (ended_) return;  // closed at the end
-  log().warn("link to {} down ({}); {} frames will be sent again", head_->name, reason,
-             queue_.size());
+  // Frames not acknowledged come back to the queue with those not sent yet: all go once the
+  // head is back. Nothing waiting (a head stopped by plan, after acknowledging everything):
+  // not a warning.
+  if (queue_.empty()) {
+    log().info("link to {} down ({}); reconnecting, nothing waits to be sent", head_->name, reason);
+  } else {
+    log().warn("link to {} down ({}); reconnecting, {} frames wait to be sent when it is back",
+               head_->name, reason, queue_.size());
+  }
 }
 
 void Producer::on_refused(transport::OutboundLink&, std::string_view reason) {

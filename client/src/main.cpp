@@ -19,8 +19,12 @@
 namespace {
 
 constexpr int kExitConfig = 78;  // EX_CONFIG
-// --framing's values in --help (not CLI11's "ENUM:value in {length->2,...}").
-constexpr const char* kFramingText = "raw|lines|length";
+// --framing's values, as a string: CLI11's enum mapping would show "{length->2,...}" in
+// --help and in the error for a wrong one.
+const std::map<std::string, hoprelay::client::Framing> kFramings{
+    {"raw", hoprelay::client::Framing::kRaw},
+    {"lines", hoprelay::client::Framing::kLines},
+    {"length", hoprelay::client::Framing::kLength}};
 
 // "1 node", "3 nodes".
 std::string counted(size_t n, const std::string& noun) {
@@ -73,9 +77,6 @@ int main(int argc, char** argv) {
                    "Refresh every --interval until interrupted: in place on a terminal (like "
                    "top), one table after another when piped");
 
-  const std::map<std::string, client::Framing> framings{{"raw", client::Framing::kRaw},
-                                                        {"lines", client::Framing::kLines},
-                                                        {"length", client::Framing::kLength}};
   auto* send = app.add_subcommand("send", "Send messages into a head node as a producer");
   std::string to;
   client::SendOptions opts;
@@ -95,12 +96,12 @@ int main(int argc, char** argv) {
   send->add_option("--size", size,
                    "Message size in bytes: generated ones (default 1024), or how --file and "
                    "--stdin are cut with --framing raw (default: one slot of the head)");
-  send->add_option("--framing", opts.framing,
+  std::string send_framing = "raw", recv_framing = "raw";
+  send->add_option("--framing", send_framing,
                    "How --file or --stdin is cut into messages: raw (every --size bytes), lines "
                    "(one message per line, without its newline) or length (a 4-byte big-endian "
                    "length before each record); hoprelay recv takes the same option")
-      ->transform(CLI::CheckedTransformer(framings))
-      ->option_text(kFramingText);
+      ->check(CLI::IsMember({"raw", "lines", "length"}));
   send->add_option("--first-seq", opts.first_seq,
                    "Sequence number of the first message (continue an origin's numbering)");
   send->add_option("--rate", opts.rate, "Messages per second (default: as fast as credits allow)")
@@ -136,11 +137,10 @@ int main(int argc, char** argv) {
   recv->add_option("--topology,-t", path, "Topology TOML file")->required();
   recv->add_option("--node,-n", ropts.node, "The leaf node to run")->required();
   recv->add_option("--output,-o", ropts.output, "Write to this file instead of standard output");
-  recv->add_option("--framing", ropts.framing,
+  recv->add_option("--framing", recv_framing,
                    "raw (payloads back to back), lines (a newline after each) or length (a "
                    "4-byte big-endian length before each): as hoprelay send was given")
-      ->transform(CLI::CheckedTransformer(framings))
-      ->option_text(kFramingText);
+      ->check(CLI::IsMember({"raw", "lines", "length"}));
   recv->add_option("--state-dir", ropts.state_dir,
                    "Keep a durable position here (with --output): a restarted recv cuts the "
                    "file back to it and appends, exactly once")
@@ -198,6 +198,8 @@ int main(int argc, char** argv) {
     return client::run_status(*topology, interval);
   }
 
+  opts.framing = kFramings.at(send_framing);
+  ropts.framing = kFramings.at(recv_framing);
   if (recv->parsed()) {
     ropts.topology = path;
     return client::exit_status(client::run_recv(ropts));

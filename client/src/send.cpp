@@ -507,7 +507,8 @@ int run_send(const SendOptions& o) {
                     ? ""
                     : (": " + std::to_string(delivered) + " delivered, " +
                        std::to_string(outcomes.dropped()) + " dropped, " +
-                       std::to_string(outcomes.repeats()) + " repeats")
+                       std::to_string(outcomes.repeats()) +
+                       (o.resume ? " the head had already (resumed)" : " repeats"))
                           .c_str());
     outcomes.print(stats.sent);
     if (closed) {

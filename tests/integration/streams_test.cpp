@@ -136,6 +136,8 @@ TEST(Streams, AnInterruptedSendSaysHowToResumeAndTheResumeCompletesTheFile) {
   auto resumed = run(resume_argv, 60s);
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("sent 2000 messages"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find(" the head had already (resumed)"), std::string::npos)
+      << resumed.output;
   EXPECT_NE(resumed.output.find("hoprelay send: origin 41 resumed: the head already had sequence "
                                 "numbers 0-"),
             std::string::npos)
