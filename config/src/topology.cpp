@@ -123,15 +123,16 @@ bool zstd_mode(const NodeSpec& n, std::string_view mode) {
   return n.stage.plugin == "zstd" && stage_param(n.stage, "mode") == mode;
 }
 
-// Nodes that get a compressing node's messages with no decompressing node in between, and
-// whose stage cannot take them (docs/stages.md, "zstd"): each found once, in file order.
-void zstd_warnings(const Topology& t, std::vector<Diagnostic>& out) {
+// For each node, the first node (in file order) that is_source() whose messages reach it with
+// no node between them that is_barrier() (one that undoes what the source did), or null.
+template <class Source, class Barrier>
+std::vector<const NodeSpec*> reached_from(const Topology& t, Source is_source, Barrier is_barrier) {
   const std::vector<NodeSpec>& nodes = t.nodes;
-  std::vector<const NodeSpec*> compressed_by(nodes.size(), nullptr);
+  std::vector<const NodeSpec*> reached_by(nodes.size(), nullptr);
   std::unordered_map<std::string_view, size_t> index;
   for (size_t i = 0; i < nodes.size(); ++i) index.emplace(nodes[i].name, i);
   for (const auto& c : nodes) {
-    if (!zstd_mode(c, "compress")) continue;
+    if (!is_source(c)) continue;
     std::vector<size_t> todo;
     std::vector<bool> seen(nodes.size(), false);
     auto push_downstream = [&](const NodeSpec& n) {
@@ -147,38 +148,90 @@ void zstd_warnings(const Topology& t, std::vector<Diagnostic>& out) {
     while (!todo.empty()) {
       const size_t i = todo.back();
       todo.pop_back();
-      if (zstd_mode(nodes[i], "decompress")) continue;  // what passes it is readable again
-      if (!compressed_by[i]) compressed_by[i] = &c;
+      if (is_barrier(nodes[i])) continue;  // what passes it is as before the source again
+      if (!reached_by[i]) reached_by[i] = &c;
       push_downstream(nodes[i]);
     }
   }
-  const std::string fix = "stage = { plugin = \"zstd\", mode = \"decompress\" }";
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeSpec& x = nodes[i];
-    const NodeSpec* c = compressed_by[i];
-    if (!c) continue;
+  return reached_by;
+}
+
+// A warning at each node that a source reaches (reached_from) and that say(node, source) has
+// words for (empty: nothing to say).
+template <class Say>
+void warn_reached(const Topology& t, const std::vector<const NodeSpec*>& reached_by, Say say,
+                  std::vector<Diagnostic>& out) {
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    if (!reached_by[i]) continue;
+    std::string msg = say(t.nodes[i], *reached_by[i]);
+    if (!msg.empty()) out.push_back({t.path, t.nodes[i].pos, std::move(msg), true});
+  }
+}
+
+// Nodes that get a compressing node's messages with no decompressing node in between, and
+// whose stage cannot take them (docs/stages.md, "zstd"): each found once, in file order.
+void zstd_warnings(const Topology& t, std::vector<Diagnostic>& out) {
+  const auto compressed_by = reached_from(
+      t, [](const NodeSpec& n) { return zstd_mode(n, "compress"); },
+      [](const NodeSpec& n) { return zstd_mode(n, "decompress"); });
+  auto say = [](const NodeSpec& x, const NodeSpec& c) -> std::string {
+    const std::string fix = "stage = { plugin = \"zstd\", mode = \"decompress\" }";
     const std::string head = "nodes." + x.name + ": ";
     const std::string from =
-        "the zstd-compressed messages of " + c->name + " (no node between them decompresses)";
-    std::string msg;
+        "the zstd-compressed messages of " + c.name + " (no node between them decompresses)";
     if (x.stage.plugin == "crc32c") {
-      msg = head + "its crc32c stage gets " + from +
-            ": it works on whole messages and their bytes, so it joins compressed chunks, "
-            "cuts their zstd frames apart, and the node that decompresses refuses them as "
-            "stage_error. Decompress before " +
-            x.name + " (" + fix + " on a node before it), or compress after it";
-    } else if (x.stage.plugin == "verify-sink" || x.stage.plugin == "file-sink") {
-      msg = head + "its " + x.stage.plugin + " gets " + from +
-            " and refuses every one of them as stage_error. Give the node before " + x.name + " " +
-            fix;
-    } else if (x.is_leaf() && x.stage.plugin == "passthrough") {
-      msg = head + "a leaf that gets " + from + " hands none of them to its application " +
-            "(hoprelay recv, a consumer: dropped as stage_error). Give " + x.name + " " + fix;
-    } else {
-      continue;  // passthrough and zstd relays forward them as they are; plugins may know
+      return head + "its crc32c stage gets " + from +
+             ": it works on whole messages and their bytes, so it joins compressed chunks, "
+             "cuts their zstd frames apart, and the node that decompresses refuses them as "
+             "stage_error. Decompress before " +
+             x.name + " (" + fix + " on a node before it), or compress after it";
     }
-    out.push_back({t.path, x.pos, msg, true});
-  }
+    if (x.stage.plugin == "verify-sink" || x.stage.plugin == "file-sink") {
+      return head + "its " + x.stage.plugin + " gets " + from +
+             " and refuses every one of them as stage_error. Give the node before " + x.name + " " +
+             fix;
+    }
+    if (x.is_leaf() && x.stage.plugin == "passthrough") {
+      return head + "a leaf that gets " + from + " hands none of them to its application " +
+             "(hoprelay recv, a consumer: dropped as stage_error). Give " + x.name + " " + fix;
+    }
+    return "";  // passthrough and zstd relays forward them as they are; plugins may know
+  };
+  warn_reached(t, compressed_by, say, out);
+}
+
+bool crc32c_mode(const NodeSpec& n, std::string_view mode) {
+  if (n.stage.plugin != "crc32c") return false;
+  const std::string_view m = stage_param(n.stage, "mode");
+  return (m.empty() ? std::string_view("stamp") : m) == mode;
+}
+
+// Nodes that hand crc32c-stamped messages on with their 4-byte trailer still on (no node
+// between the stamp and them verifies, which strips it): a consumer's application or a
+// file-sink gets 4 bytes more per message than the producer sent.
+void crc32c_warnings(const Topology& t, std::vector<Diagnostic>& out) {
+  const auto stamped_by = reached_from(
+      t, [](const NodeSpec& n) { return crc32c_mode(n, "stamp"); },
+      [](const NodeSpec& n) { return crc32c_mode(n, "verify"); });
+  auto say = [](const NodeSpec& x, const NodeSpec& c) -> std::string {
+    const std::string fix = "stage = { plugin = \"crc32c\", mode = \"verify\" }";
+    const std::string what = "gets the crc32c-stamped messages of " + c.name +
+                             " (no node between them verifies, which strips the 4-byte trailer)";
+    if (x.stage.plugin == "file-sink") {
+      return "nodes." + x.name + ": its file-sink " + what +
+             " and writes each with the trailer: 4 bytes more than was sent. Give the node "
+             "before " +
+             x.name + " " + fix;
+    }
+    if (x.is_leaf() && x.stage.plugin == "passthrough") {
+      return "nodes." + x.name + ": a leaf that " + what +
+             " hands them to its application (hoprelay recv, a consumer) with the trailer: 4 "
+             "bytes more than was sent. Give " +
+             x.name + " " + fix;
+    }
+    return "";
+  };
+  warn_reached(t, stamped_by, say, out);
 }
 
 }  // namespace
@@ -228,6 +281,7 @@ std::vector<Diagnostic> Topology::warnings() const {
     out.push_back({path, n.pos, msg, true});
   }
   zstd_warnings(*this, out);
+  crc32c_warnings(*this, out);
   return out;
 }
 

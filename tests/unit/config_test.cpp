@@ -241,16 +241,19 @@ TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
   EXPECT_TRUE(demo.warnings().empty()) << dump(demo.warnings());
 }
 
+// A [nodes.NAME] table for the stage-path tests: its own port, its downstream (a TOML list's
+// inside) and its stage line.
+std::string node(const std::string& name, const std::string& down, const std::string& stage) {
+  return "[nodes." + name + "]\nlisten = \"h:" + std::to_string(7000 + name[0]) + "\"\n" +
+         (down.empty() ? "" : "downstream = [" + down + "]\n") + stage;
+}
+
 // docs/stages.md, "zstd": between the compressing node and the one that decompresses, only
 // relays that take chunks as they are. What would refuse or break the compressed messages is
 // named where it is written; what is behind a decompressing node is not.
 TEST(ConfigTest, WarnsWhereZstdCompressedMessagesMeetAStageThatCannotTakeThem) {
   const std::string compress = "stage = { plugin = \"zstd\", mode = \"compress\" }\n";
   const std::string decompress = "stage = { plugin = \"zstd\", mode = \"decompress\" }\n";
-  auto node = [](const std::string& name, const std::string& down, const std::string& stage) {
-    return "[nodes." + name + "]\nlisten = \"h:" + std::to_string(7000 + name[0]) + "\"\n" +
-           (down.empty() ? "" : "downstream = [" + down + "]\n") + stage;
-  };
   // a compresses for b (crc32c) -> c (decompresses) -> d (verify-sink, fine), for e (a leaf
   // that does not decompress), for f (decompresses) -> g (fine), and for h (file-sink).
   const std::string nodes =
@@ -292,6 +295,33 @@ TEST(ConfigTest, WarnsWhereZstdCompressedMessagesMeetAStageThatCannotTakeThem) {
   Topology example = load_topology(HOPRELAY_SOURCE_DIR "/config/examples/zstd.toml",
                                    {PluginCheck::Mode::kNone, ""});
   EXPECT_TRUE(example.warnings().empty()) << dump(example.warnings());
+}
+
+// A crc32c stamp's trailer comes off where a node verifies it: a consumer or a file-sink with
+// no verify between them and the stamp gets 4 bytes more per message than was sent.
+TEST(ConfigTest, WarnsWhereCrc32cTrailersReachAnApplicationUnverified) {
+  // a stamps for b (verifies) -> c (fine), for d (a leaf) and for e (file-sink).
+  const std::string nodes =
+      node("a", "\"b\", \"d\", \"e\"", "stage = { plugin = \"crc32c\" }\n") +
+      node("b", "\"c\"", "stage = { plugin = \"crc32c\", mode = \"verify\" }\n") +
+      node("c", "", "") + node("d", "", "") +
+      node("e", "", "stage = { plugin = \"file-sink\", path = \"/tmp/x\" }\n");
+  Topology t = parse_topology(with_pipeline(nodes), "t.toml");
+  auto w = t.warnings();
+  ASSERT_EQ(w.size(), 3u) << dump(w);  // the first: a head's stamp and its room
+  auto at = [&](const std::string& n) { return "t.toml:" + std::to_string(t.find(n)->pos.line); };
+  EXPECT_EQ(w[1].format(),
+            at("d") +
+                ":1: warning: nodes.d: a leaf that gets the crc32c-stamped messages of a (no "
+                "node between them verifies, which strips the 4-byte trailer) hands them to "
+                "its application (hoprelay recv, a consumer) with the trailer: 4 bytes more "
+                "than was sent. Give d stage = { plugin = \"crc32c\", mode = \"verify\" }");
+  EXPECT_EQ(w[2].format(),
+            at("e") +
+                ":1: warning: nodes.e: its file-sink gets the crc32c-stamped messages of a (no "
+                "node between them verifies, which strips the 4-byte trailer) and writes each "
+                "with the trailer: 4 bytes more than was sent. Give the node before e stage = "
+                "{ plugin = \"crc32c\", mode = \"verify\" }");
 }
 
 TEST(ConfigTest, StageParamsKeepTheirTomlSpelling) {
