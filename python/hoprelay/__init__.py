@@ -136,12 +136,13 @@ class _ConsumerOptions(ctypes.Structure):
         ("log", _LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
+        ("state_dir", ctypes.c_char_p),  # since 1.1
     ]
 
     def __init__(self):
         # hoprelay_consumer_options_init()'s defaults.
         super().__init__(ctypes.sizeof(_ConsumerOptions), VERSION_MAJOR, VERSION_MINOR,
-                         _LOG_FN(), None, LOG_INFO)
+                         _LOG_FN(), None, LOG_INFO, None)
 
 
 class _Message(ctypes.Structure):
@@ -296,6 +297,9 @@ _consumer_open = _declare("hoprelay_consumer_open", _c_int, ctypes.c_char_p, cty
                           _P(_ConsumerOptions), _P(_H))
 _consumer_recv = _declare("hoprelay_consumer_recv", _c_int, _H, _P(_Message), _c_int)
 _consumer_release = _declare("hoprelay_consumer_release", _c_int, _H, _P(_Message))
+_consumer_release_at = _declare("hoprelay_consumer_release_at", _c_int, _H, _P(_Message), _c_u64)
+_consumer_app_position = _declare("hoprelay_consumer_app_position", _c_u64, _H)
+_consumer_resume_seq = _declare("hoprelay_consumer_resume_seq", _c_u64, _H, _c_u32)
 _consumer_fd = _declare("hoprelay_consumer_fd", _c_int, _H)
 _consumer_process = _declare("hoprelay_consumer_process", _c_int, _H)
 _consumer_close = _declare("hoprelay_consumer_close", None, _H)
@@ -519,6 +523,13 @@ class _Handle:
         """True once the handle was closed (or destroyed)."""
         return self._h is None
 
+    def _get(self, fn, *args):
+        h = self._enter()
+        try:
+            return fn(h, *args)
+        finally:
+            self._leave()
+
     def _fd(self, fn):
         h = self._enter()
         try:
@@ -687,13 +698,6 @@ class Producer(_Handle):
         """Does the work that is ready, without waiting (acknowledgements, reconnection,
         sending)."""
         self._call(_producer_process)
-
-    def _get(self, fn):
-        h = self._enter()
-        try:
-            return fn(h)
-        finally:
-            self._leave()
 
     @property
     def origin(self):
@@ -895,10 +899,24 @@ class Message:
     def released(self):
         return self._lease.released
 
-    def release(self):
+    def release(self, app_position=None):
         """Gives the message back (acknowledged upstream). Its data must not be read after.
         Releasing twice does nothing; after the consumer was closed it only drops the data
-        (the message was not acknowledged: it comes again to whoever runs the node next)."""
+        (the message was not acknowledged: it comes again to whoever runs the node next).
+
+        `app_position`: with a consumer opened with a `state_dir`, a number of the
+        application's own (its output file's length after this message, a database's
+        transaction id...) kept with the durable position and read back after a restart as
+        :attr:`Consumer.app_position`. Make what the message produced durable before
+        releasing it with the position that covers it. Without it the position keeps the
+        previous release's number; without a `state_dir` it is ignored."""
+        if app_position is not None:
+            if isinstance(app_position, bool) or not isinstance(app_position, int):
+                raise TypeError("release(app_position=%r): an int (0 to 2**64-1), e.g. the "
+                                "output file's length after this message" % (app_position,))
+            if not 0 <= app_position < 1 << 64:
+                raise ValueError("release(app_position=%d): out of range 0 to 2**64-1"
+                                 % app_position)
         lease = self._lease
         if lease.released:
             return
@@ -909,7 +927,10 @@ class Message:
         h = consumer._enter()
         try:
             lease.invalidate()
-            rc = _consumer_release(h, ctypes.byref(lease.msg))
+            if app_position is None:
+                rc = _consumer_release(h, ctypes.byref(lease.msg))
+            else:
+                rc = _consumer_release_at(h, ctypes.byref(lease.msg), app_position)
             if rc != OK:
                 raise _error(rc)
         finally:
@@ -939,6 +960,15 @@ class Consumer(_Handle):
     :meth:`recv` returns :class:`Message` objects, in arrival order, whose data are views of
     the node's slots (zero copy; see Message). `log`: as for :class:`Producer`.
 
+    `state_dir`: a directory (created if missing) for the consumer's durable position: per
+    origin, what the application released is made durable there (fdatasync) before it is
+    acknowledged upstream, and a consumer opened again on it does not hand over what was
+    released before, whatever else restarted meanwhile. With :attr:`app_position` and
+    ``Message.release(app_position=...)`` that is exactly once into the application across
+    its crashes, for what it makes durable itself before releasing (docs/client.md,
+    "Exactly once into the application"). A damaged position file raises
+    :class:`Unavailable` naming it rather than start afresh.
+
     Threads: one thread at a time, for the consumer and its messages (release included);
     another thread entering it while busy gets RuntimeError. As a context manager it closes
     on leaving the block. Closing with messages not released leaves them unacknowledged
@@ -947,12 +977,14 @@ class Consumer(_Handle):
 
     _kind = "consumer"
 
-    def __init__(self, topology, node, *, log=None, log_level=LOG_INFO):
+    def __init__(self, topology, node, *, state_dir=None, log=None, log_level=LOG_INFO):
         super().__init__()
         options = _ConsumerOptions()
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
         options.log_level = log_level
+        if state_dir is not None:
+            options.state_dir = os.fsencode(state_dir)
         self._leases = weakref.WeakSet()  # messages out, not released
         self._deferred = deque()  # _Message structs of messages dropped without release
         h = _H()
@@ -976,6 +1008,18 @@ class Consumer(_Handle):
         msg = _Message()
         self._call_wait(_consumer_recv, timeout, ctypes.byref(msg))
         return Message(self, msg)
+
+    @property
+    def app_position(self):
+        """With a `state_dir`: the `app_position` of the last durable release (0: none). Read
+        it at start: an application that appends to a file truncates the file to it and
+        appends from there."""
+        return self._get(_consumer_app_position)
+
+    def resume_seq(self, origin):
+        """With a `state_dir`: one past the highest sequence number of `origin` the
+        application released durably (0: none): the first one the consumer hands over."""
+        return self._get(_consumer_resume_seq, origin)
 
     def fileno(self):
         """A descriptor readable when the consumer has work: call :meth:`process` then."""

@@ -126,8 +126,10 @@ slots = %d
 
 
 def start_daemon(topology, node, directory, metrics_port):
-    log_path = os.path.join(directory, "hoprelayd-%s.log" % node)
-    with open(log_path, "wb") as log:
+    # One log per topology and node, appended to by the node's restarts.
+    log_path = os.path.join(directory, "hoprelayd-%s-%s.log" % (
+        os.path.splitext(os.path.basename(topology))[0], node))
+    with open(log_path, "ab") as log:
         proc = subprocess.Popen([DAEMON, "--topology", topology, "--node", node],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 cwd=directory)
@@ -326,6 +328,7 @@ def run(topology, directory, metrics):
           lambda: consumer.recv(timeout=0), hoprelay.ESTATE, "closed", hoprelay.ClosedError)
     outcome_checks(directory)
     dedup_checks(directory)
+    durable_checks(directory)
 
 
 # ---- outcomes: on_outcome ---------------------------------------------------------------------
@@ -658,6 +661,173 @@ def replays_after_many_origins(consumer, topology, directory, metrics):
             pass
     expect_error(lambda: consumer.recv(timeout=0.5), hoprelay.ETIMEDOUT, "", hoprelay.Timeout)
     held.release()
+
+
+# ---- a durable consumer (state_dir): exactly once into the application's file -----------------
+
+# The application: a consumer of c with a state_dir that appends each message to a file. At
+# start it cuts the file back to its durable app_position; it writes a batch, makes it durable
+# (fdatasync), then releases each message with the file's length after it, as `hoprelay recv
+# --output --state-dir` does. It exits 0 at the end mark.
+DURABLE_APP = r"""
+import os, sys
+import hoprelay
+topology, state_dir, output = sys.argv[1:]
+with hoprelay.Consumer(topology, "c", state_dir=state_dir) as c:
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o644)
+    written = c.app_position
+    os.ftruncate(fd, written)
+    os.lseek(fd, written, os.SEEK_SET)
+    print("resumed at %d" % written, flush=True)
+    batch, ended = [], False
+    while not ended:
+        m = c.recv(timeout=60)
+        while True:
+            if m.end:
+                ended = True
+                break
+            written += os.write(fd, m.data)
+            batch.append((m, written))
+            if len(batch) == 32:
+                break
+            try:
+                m = c.recv(timeout=0)
+            except hoprelay.Timeout:
+                break
+        os.fdatasync(fd)
+        for held, position in batch:
+            held.release(app_position=position)
+        batch.clear()
+    m.release()
+"""
+
+DURABLE_MESSAGES = 3000
+
+
+def durable_checks(directory):
+    topology, metrics = write_topology(directory, "python-durable", "16KiB", 32)
+    if check("daemons a and b of the durable topology start", lambda: [
+            start_daemon(topology, node, directory, metrics[node]) for node in ("b", "a")]) \
+            is None:
+        return
+    check("Consumer(state_dir=...): release(app_position) is kept durable; app_position and "
+          "resume_seq read it back; a bad app_position is refused before the release",
+          durable_positions, topology, directory)
+    check("an application consumer with a state_dir killed (SIGKILL) twice, then with the "
+          "relay before it: its file is byte-equal to the %d messages sent" % DURABLE_MESSAGES,
+          durable_application_killed, topology, directory, metrics)
+
+
+def durable_positions(topology, directory):
+    state = os.path.join(directory, "durable-positions")
+    with hoprelay.Consumer(topology, "c", state_dir=state) as c:
+        p = hoprelay.Producer(topology, "a", origin=41, connect_timeout=10)
+        expect(c.app_position == 0 and c.resume_seq(41) == 0,
+               "a new state_dir: app_position %d, resume_seq %d" % (c.app_position,
+                                                                    c.resume_seq(41)))
+        for i in range(3):
+            p.send(b"m%d" % i, timeout=RECV_TIMEOUT)
+        first = c.recv(timeout=RECV_TIMEOUT)
+        for bad, cls in (("12", TypeError), (-1, ValueError), (1 << 64, ValueError),
+                         (True, TypeError)):
+            try:
+                first.release(app_position=bad)
+                raise AssertionError("release(app_position=%r) was taken" % (bad,))
+            except cls as e:
+                expect("app_position" in str(e), "%r does not name app_position" % str(e))
+        expect(not first.released, "a refused release released the message")
+        first.release(app_position=1000)
+        c.recv(timeout=RECV_TIMEOUT).release(app_position=(1 << 64) - 1)
+        c.recv(timeout=RECV_TIMEOUT).release()  # keeps the previous number
+        # The releases become durable (and are acknowledged) in a later call of the consumer.
+        deadline = time.monotonic() + RECV_TIMEOUT
+        while p.stats()["acknowledged"] < 3:
+            expect(time.monotonic() < deadline, "3 releases not acknowledged in %d s: %r"
+                   % (RECV_TIMEOUT, p.stats()))
+            c.process()
+            p.process()
+            time.sleep(0.01)
+        p.destroy()  # no end mark: the stream goes on below
+    with hoprelay.Consumer(topology, "c", state_dir=state) as c:
+        expect(c.app_position == (1 << 64) - 1 and c.resume_seq(41) == 3,
+               "reopened: app_position %d, resume_seq %d; expected 2**64-1 and 3"
+               % (c.app_position, c.resume_seq(41)))
+    with hoprelay.Consumer(topology, "c") as c:
+        expect(c.app_position == 0, "no state_dir: app_position %d" % c.app_position)
+
+
+def durable_application_killed(topology, directory, metrics):
+    state = os.path.join(directory, "durable-state")
+    output = os.path.join(directory, "durable-output")
+    app_log = os.path.join(directory, "durable-app.log")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    sizes = [rng.randint(1, 3000) for _ in range(DURABLE_MESSAGES)]
+    payloads = [rng.randbytes(n) for n in sizes]
+    want = b"".join(payloads)
+
+    def start_app():
+        with open(app_log, "ab") as log:
+            return subprocess.Popen([sys.executable, "-c", DURABLE_APP, topology, state, output],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def wait_for_output(app, size):
+        deadline = time.monotonic() + 60
+        while not os.path.exists(output) or os.path.getsize(output) < size:
+            expect(app.poll() is None, "the application exited with %s:\n%s"
+                   % (app.returncode, tail(app_log)))
+            expect(time.monotonic() < deadline, "the output did not reach %d bytes in 60 s "
+                   "(%s):\n%s" % (size, os.path.exists(output) and os.path.getsize(output),
+                                   tail(app_log)))
+            time.sleep(0.01)
+
+    report = {}
+
+    def produce_all():
+        try:
+            with hoprelay.Producer(topology, "a", origin=42, connect_timeout=10) as p:
+                for payload in payloads:
+                    p.send(payload, timeout=60)
+                p.close(timeout=60)
+            report["done"] = True
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            report["error"] = "".join(traceback.format_exception(e))
+
+    app = start_app()
+    thread = threading.Thread(target=produce_all, daemon=True)
+    thread.start()
+    for fraction in (0.25, 0.5):
+        wait_for_output(app, int(len(want) * fraction))
+        app.send_signal(signal.SIGKILL)
+        app.wait(timeout=10)
+        app = start_app()
+    wait_for_output(app, int(len(want) * 0.75))
+    b = next(proc for node, proc, _ in daemons if node == "b" and proc.poll() is None)
+    b.send_signal(signal.SIGKILL)
+    app.send_signal(signal.SIGKILL)
+    b.wait(timeout=10)
+    app.wait(timeout=10)
+    start_daemon(topology, "b", directory, metrics["b"])
+    app = start_app()
+    try:
+        expect(app.wait(timeout=90) == 0, "the application exited with %s:\n%s"
+               % (app.returncode, tail(app_log)))
+    finally:
+        if app.poll() is None:
+            app.kill()
+    thread.join(30)
+    expect(report.get("done"), "the producer: %s" % report.get("error", "still running"))
+    with open(output, "rb") as f:
+        got = f.read()
+    if got != want:
+        at = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
+                  min(len(got), len(want)))
+        raise AssertionError("the output (%d bytes) differs from what was sent (%d bytes) at "
+                             "byte %d" % (len(got), len(want), at))
+    with open(app_log) as f:
+        resumed = [line for line in f if line.startswith("resumed at ")]
+    expect(len(resumed) == 4 and resumed[0] == "resumed at 0\n" and
+           all(line != "resumed at 0\n" for line in resumed[1:]),
+           "the application's starts: %r" % resumed)
 
 
 if __name__ == "__main__":
