@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "hoprelay/common/cli_parse.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
 #include "hoprelay/stages/pattern.h"
@@ -157,7 +158,7 @@ int main(int argc, char** argv) {
     std::cerr << app.help();
     return 2;
   }
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cli::parse(app, argc, argv)) return *status;
 
   auto logger = spdlog::stderr_color_mt("hoprelay");
   spdlog::set_default_logger(logger);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "hoprelay/common/cli_parse.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
 #include "hoprelay/daemon/cpu_pin.h"
@@ -231,7 +232,7 @@ int main(int argc, char** argv) {
   app.add_option("--wait-for-device", wait_device,
                  "(internal) Wait until an RDMA device serves the node's address, then exit 69")
       ->group("");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = cli::parse(app, argc, argv)) return *status;
   Signals::block();
 
   auto logger = spdlog::stderr_color_mt("hoprelayd");

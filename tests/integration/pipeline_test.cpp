@@ -573,6 +573,33 @@ TEST(Cli, VersionSaysWhatWasBuilt) {
   EXPECT_EQ(c.output.substr(c.output.find(' ')), d.output.substr(d.output.find(' ')));
 }
 
+TEST(Cli, AMisspeltOptionIsNamedWithTheNearestOneNotTakenForAMissingOne) {
+  // CLI11 alone said "--node is required" for `--nod c`: the option typed was not named.
+  RunResult r = run({HOPRELAY_BIN, "recv", "--topology", "t.toml", "--nod", "c"});
+  EXPECT_EQ(r.code, 109) << r.output;
+  EXPECT_EQ(r.output,
+            "hoprelay recv: unknown option --nod: did you mean --node? (hoprelay recv --help "
+            "lists the options)\n");
+  r = run({HOPRELAY_BIN, "send", "--topology", "t.toml", "--to", "a", "--fil=x"});
+  EXPECT_EQ(r.code, 109) << r.output;
+  EXPECT_NE(r.output.find("hoprelay send: unknown option --fil: did you mean --file?"),
+            std::string::npos)
+      << r.output;
+  r = run({HOPRELAYD_BIN, "--topolgy", "t.toml", "--node", "a"});
+  EXPECT_EQ(r.code, 109) << r.output;
+  EXPECT_NE(r.output.find("hoprelayd: unknown option --topolgy: did you mean --topology?"),
+            std::string::npos)
+      << r.output;
+  // Nothing near: named alone. A missing option with nothing misspelt: CLI11's words.
+  r = run({HOPRELAY_BIN, "recv", "--topology", "t.toml", "--node", "c", "--zzzzzz"});
+  EXPECT_EQ(r.code, 109) << r.output;
+  EXPECT_NE(r.output.find("unknown option --zzzzzz (hoprelay recv --help"), std::string::npos)
+      << r.output;
+  r = run({HOPRELAY_BIN, "recv", "--topology", "t.toml"});
+  EXPECT_EQ(r.code, 106) << r.output;
+  EXPECT_NE(r.output.find("--node is required"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace hoprelay::test
 
