@@ -65,13 +65,16 @@ class Output {
 
 // What one origin's stream looked like at this consumer.
 struct Stream {
-  uint64_t first = 0;  // where the stream starts here: 0, or the durable position
-  uint64_t next = 0;   // one past the highest seen
+  uint64_t first = 0;            // where the stream starts here: 0, or the durable position
+  uint64_t next = 0;             // one past the highest seen
+  uint64_t lowest = UINT64_MAX;  // the lowest message seen
   uint64_t messages = 0;
   bool ended = false;
   // Sequence numbers never seen (dropped upstream). Counted from the range, not at each jump:
   // where a round-robin split joins again, a late message fills a gap already passed.
   uint64_t missing() const { return next > first + messages ? next - first - messages : 0; }
+  // Of those, the ones before the first message seen (first..lowest-1).
+  uint64_t missing_before() const { return (messages ? lowest : next) - first; }
 };
 
 }  // namespace
@@ -193,6 +196,7 @@ int run_recv(const RecvOptions& o) {
         continue;
       }
       s.next = std::max(s.next, msg.seq() + 1);
+      s.lowest = std::min(s.lowest, msg.seq());
       ++s.messages;
       ++messages;
       auto data = msg.data();
@@ -233,11 +237,25 @@ int run_recv(const RecvOptions& o) {
   const bool interrupted = stop_signal() != 0;
   for (const auto& [origin, s] : streams) {
     const std::string range =
-        s.messages ? fmt::format("{} messages, seq {}-{}", s.messages, s.first, s.next - 1)
+        s.messages ? fmt::format("{} messages, seq {}-{}", s.messages, s.lowest, s.next - 1)
                    : std::string("no messages");
+    std::string missing;
+    if (s.missing()) {
+      // Without --state-dir, those before the first one seen are most often not lost at
+      // all: an earlier recv of the node took them and did not tell this one where it stopped.
+      // With it, the position says where the last run stopped: a gap after it was dropped.
+      missing = fmt::format(", {} missing", s.missing());
+      if (const uint64_t before = s.missing_before(); before && !durable) {
+        missing += fmt::format(
+            " (seq {}-{} before the first this recv got: taken by an earlier recv of node {}, "
+            "or dropped upstream; recv --state-dir DIR goes on where the last one stopped{})",
+            s.first, s.first + before - 1, o.node,
+            before < s.missing() ? fmt::format("; {} more skipped after", s.missing() - before)
+                                 : "");
+      }
+    }
     std::fprintf(stderr, "origin %u: %s, %s%s\n", origin, range.c_str(),
-                 s.ended ? "ended" : "not ended",
-                 s.missing() ? (", " + std::to_string(s.missing()) + " missing").c_str() : "");
+                 s.ended ? "ended" : "not ended", missing.c_str());
     if (s.missing() && !interrupted) exit_code = 1;
   }
   // Waiting for whole streams, the output holds the bytes of every origin that sent here,
