@@ -73,8 +73,12 @@ struct Stream {
   // Sequence numbers never seen (dropped upstream). Counted from the range, not at each jump:
   // where a round-robin split joins again, a late message fills a gap already passed.
   uint64_t missing() const { return next > first + messages ? next - first - messages : 0; }
-  // Of those, the ones before the first message seen (first..lowest-1).
-  uint64_t missing_before() const { return (messages ? lowest : next) - first; }
+  // Of those, the ones before the first message seen (first..lowest-1; none when a late one
+  // came from before where a durable run started).
+  uint64_t missing_before() const {
+    const uint64_t end = messages ? lowest : next;
+    return end > first ? end - first : 0;
+  }
 };
 
 }  // namespace
@@ -245,13 +249,17 @@ int run_recv(const RecvOptions& o) {
       // all: an earlier recv of the node took them and did not tell this one where it stopped.
       // With it, the position says where the last run stopped: a gap after it was dropped.
       missing = fmt::format(", {} missing", s.missing());
-      if (const uint64_t before = s.missing_before(); before && !durable) {
+      if (const uint64_t before = s.missing_before(); !durable && before) {
+        const std::string seqs = before == 1
+                                     ? fmt::format("seq {}", s.first)
+                                     : fmt::format("seq {}-{}", s.first, s.first + before - 1);
         missing += fmt::format(
-            " (seq {}-{} before the first this recv got: taken by an earlier recv of node {}, "
-            "or dropped upstream; recv --state-dir DIR goes on where the last one stopped{})",
-            s.first, s.first + before - 1, o.node,
-            before < s.missing() ? fmt::format("; {} more skipped after", s.missing() - before)
-                                 : "");
+            " ({} {}: taken by an earlier recv of node {}, or dropped upstream; recv "
+            "--state-dir DIR goes on where the last one stopped{})",
+            seqs, s.messages ? "before the first this recv got" : "never reached this recv", o.node,
+            before < s.missing()
+                ? fmt::format("; {} more missing after seq {}", s.missing() - before, s.lowest)
+                : "");
       }
     }
     std::fprintf(stderr, "origin %u: %s, %s%s\n", origin, range.c_str(),

@@ -48,6 +48,7 @@ Conventions (those of the C library):
 
 import ctypes
 import math
+import operator
 import os
 import threading
 import weakref
@@ -859,7 +860,8 @@ class Message:
     message as a context manager (released on leaving the block). Unreleased messages hold
     a slot each: when the node's slots are all held, the upstream waits. A message dropped
     (with its data view) without release is released by its consumer's next recv, process
-    or close. Release on the thread that uses the consumer.
+    or close (with a `state_dir`, recorded as taken: :meth:`abandon` one the application did
+    not take). Release on the thread that uses the consumer.
     """
 
     __slots__ = ("origin", "flags", "seq", "_lease", "_data")
@@ -911,9 +913,14 @@ class Message:
         releasing it with the position that covers it. Without it the position keeps the
         previous release's number; without a `state_dir` it is ignored."""
         if app_position is not None:
-            if isinstance(app_position, bool) or not isinstance(app_position, int):
+            try:
+                if isinstance(app_position, bool):
+                    raise TypeError
+                app_position = operator.index(app_position)
+            except TypeError:
                 raise TypeError("release(app_position=%r): an int (0 to 2**64-1), e.g. the "
-                                "output file's length after this message" % (app_position,))
+                                "output file's length after this message" % (app_position,)) \
+                    from None
             if not 0 <= app_position < 1 << 64:
                 raise ValueError("release(app_position=%d): out of range 0 to 2**64-1"
                                  % app_position)
@@ -935,6 +942,14 @@ class Message:
                 raise _error(rc)
         finally:
             consumer._lock.release()
+
+    def abandon(self):
+        """Gives the message up unreleased: it is not acknowledged and comes again to whoever
+        runs the node next (this consumer keeps its slot until it closes). For an application
+        that could not take it (its write failed) and stops. Its data must not be read after.
+        A message merely dropped is released instead (by the consumer's next call), which with
+        a `state_dir` records it as taken: abandon what the application did not take."""
+        self._lease.invalidate()
 
     def __enter__(self):
         return self
@@ -984,7 +999,11 @@ class Consumer(_Handle):
         options.log = self._log_cb
         options.log_level = log_level
         if state_dir is not None:
-            options.state_dir = os.fsencode(state_dir)
+            state_dir = os.fsencode(state_dir)
+            if not state_dir:
+                raise ValueError("Consumer(state_dir=''): a directory for the durable position "
+                                 "(created if missing), or None for none")
+            options.state_dir = state_dir
         self._leases = weakref.WeakSet()  # messages out, not released
         self._deferred = deque()  # _Message structs of messages dropped without release
         h = _H()
@@ -1011,14 +1030,17 @@ class Consumer(_Handle):
 
     @property
     def app_position(self):
-        """With a `state_dir`: the `app_position` of the last durable release (0: none). Read
-        it at start: an application that appends to a file truncates the file to it and
-        appends from there."""
+        """With a `state_dir`: the `app_position` of the last release recorded (0: none); at
+        open, that of the last durable one. Read it at start: an application that appends to
+        a file truncates the file to it and appends from there."""
         return self._get(_consumer_app_position)
 
     def resume_seq(self, origin):
         """With a `state_dir`: one past the highest sequence number of `origin` the
         application released durably (0: none): the first one the consumer hands over."""
+        origin = operator.index(origin)
+        if not 0 <= origin < 1 << 32:
+            raise ValueError("resume_seq(%d): an origin is 0 to 2**32-1" % origin)
         return self._get(_consumer_resume_seq, origin)
 
     def fileno(self):

@@ -598,6 +598,20 @@ TEST(Cli, AMisspeltOptionIsNamedWithTheNearestOneNotTakenForAMissingOne) {
   r = run({HOPRELAY_BIN, "recv", "--topology", "t.toml"});
   EXPECT_EQ(r.code, 106) << r.output;
   EXPECT_NE(r.output.find("--node is required"), std::string::npos) << r.output;
+  // A short option's attached value is its value, not a misspelt option.
+  r = run({HOPRELAY_BIN, "recv", "-tt.toml", "-oout"});
+  EXPECT_EQ(r.code, 106) << r.output;
+  EXPECT_NE(r.output.find("--node is required"), std::string::npos) << r.output;
+  // A misspelt command: named, not its (then unknown) options.
+  r = run({HOPRELAY_BIN, "sned", "--topology", "t.toml", "--to", "a"});
+  EXPECT_EQ(r.code, 109) << r.output;
+  EXPECT_EQ(r.output,
+            "hoprelay: unknown command sned: did you mean send? (hoprelay --help lists the "
+            "commands)\n");
+  // A hidden option is not suggested.
+  r = run({HOPRELAYD_BIN, "--topology", "t.toml", "--wait-for-devic", "x"});
+  EXPECT_EQ(r.code, 109) << r.output;
+  EXPECT_EQ(r.output.find("did you mean"), std::string::npos) << r.output;
 }
 
 }  // namespace

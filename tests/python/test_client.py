@@ -143,6 +143,9 @@ def start_daemon(topology, node, directory, metrics_port):
         try:
             with urllib.request.urlopen(url, timeout=1) as reply:
                 reply.read()
+            # An answer from another process on the port (one not yet dead) is not this one's.
+            if proc.poll() is not None:
+                continue
             return proc
         except OSError:
             if time.monotonic() > deadline:
@@ -676,6 +679,8 @@ topology, state_dir, output = sys.argv[1:]
 with hoprelay.Consumer(topology, "c", state_dir=state_dir) as c:
     fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o644)
     written = c.app_position
+    if os.fstat(fd).st_size < written:
+        sys.exit("the output is shorter than its durable position %d" % written)
     os.ftruncate(fd, written)
     os.lseek(fd, written, os.SEEK_SET)
     print("resumed at %d" % written, flush=True)
@@ -686,7 +691,10 @@ with hoprelay.Consumer(topology, "c", state_dir=state_dir) as c:
             if m.end:
                 ended = True
                 break
-            written += os.write(fd, m.data)
+            view = m.data
+            while view:
+                view = view[os.write(fd, view):]
+            written += len(m)
             batch.append((m, written))
             if len(batch) == 32:
                 break
@@ -706,16 +714,17 @@ DURABLE_MESSAGES = 3000
 
 def durable_checks(directory):
     topology, metrics = write_topology(directory, "python-durable", "16KiB", 32)
-    if check("daemons a and b of the durable topology start", lambda: [
-            start_daemon(topology, node, directory, metrics[node]) for node in ("b", "a")]) \
-            is None:
+    procs = check("daemons a and b of the durable topology start", lambda: {
+        node: start_daemon(topology, node, directory, metrics[node]) for node in ("b", "a")})
+    if procs is None:
         return
     check("Consumer(state_dir=...): release(app_position) is kept durable; app_position and "
-          "resume_seq read it back; a bad app_position is refused before the release",
+          "resume_seq read it back; a bad app_position is refused before the release; an "
+          "abandoned message comes again",
           durable_positions, topology, directory)
     check("an application consumer with a state_dir killed (SIGKILL) twice, then with the "
           "relay before it: its file is byte-equal to the %d messages sent" % DURABLE_MESSAGES,
-          durable_application_killed, topology, directory, metrics)
+          durable_application_killed, topology, directory, metrics, procs["b"])
 
 
 def durable_positions(topology, directory):
@@ -725,7 +734,7 @@ def durable_positions(topology, directory):
         expect(c.app_position == 0 and c.resume_seq(41) == 0,
                "a new state_dir: app_position %d, resume_seq %d" % (c.app_position,
                                                                     c.resume_seq(41)))
-        for i in range(3):
+        for i in range(4):
             p.send(b"m%d" % i, timeout=RECV_TIMEOUT)
         first = c.recv(timeout=RECV_TIMEOUT)
         for bad, cls in (("12", TypeError), (-1, ValueError), (1 << 64, ValueError),
@@ -739,6 +748,13 @@ def durable_positions(topology, directory):
         first.release(app_position=1000)
         c.recv(timeout=RECV_TIMEOUT).release(app_position=(1 << 64) - 1)
         c.recv(timeout=RECV_TIMEOUT).release()  # keeps the previous number
+        c.recv(timeout=RECV_TIMEOUT).abandon()  # not taken: comes again, not recorded
+        for bad, cls in ((-1, ValueError), (1 << 32, ValueError), ("1", TypeError)):
+            try:
+                c.resume_seq(bad)
+                raise AssertionError("resume_seq(%r) was taken" % (bad,))
+            except cls:
+                pass
         # The releases become durable (and are acknowledged) in a later call of the consumer.
         deadline = time.monotonic() + RECV_TIMEOUT
         while p.stats()["acknowledged"] < 3:
@@ -752,11 +768,19 @@ def durable_positions(topology, directory):
         expect(c.app_position == (1 << 64) - 1 and c.resume_seq(41) == 3,
                "reopened: app_position %d, resume_seq %d; expected 2**64-1 and 3"
                % (c.app_position, c.resume_seq(41)))
+        with c.recv(timeout=RECV_TIMEOUT) as m:  # b replays the abandoned one
+            expect((m.origin, m.seq, bytes(m.data)) == (41, 3, b"m3"),
+                   "after the abandon: origin %d seq %d" % (m.origin, m.seq))
     with hoprelay.Consumer(topology, "c") as c:
         expect(c.app_position == 0, "no state_dir: app_position %d" % c.app_position)
+    try:
+        hoprelay.Consumer(topology, "c", state_dir="")
+        raise AssertionError("state_dir='' was taken")
+    except ValueError as e:
+        expect("state_dir" in str(e), str(e))
 
 
-def durable_application_killed(topology, directory, metrics):
+def durable_application_killed(topology, directory, metrics, b):
     state = os.path.join(directory, "durable-state")
     output = os.path.join(directory, "durable-output")
     app_log = os.path.join(directory, "durable-app.log")
@@ -801,7 +825,6 @@ def durable_application_killed(topology, directory, metrics):
         app.wait(timeout=10)
         app = start_app()
     wait_for_output(app, int(len(want) * 0.75))
-    b = next(proc for node, proc, _ in daemons if node == "b" and proc.poll() is None)
     b.send_signal(signal.SIGKILL)
     app.send_signal(signal.SIGKILL)
     b.wait(timeout=10)
