@@ -244,8 +244,8 @@ prometheus::Counter& NodeMetrics::completion_errors(std::string_view status) {
 prometheus::Counter& NodeMetrics::stage_verdict(const std::string& stage, const char* verdict) {
   return stage_->Add({{"stage", stage}, {"verdict", verdict}});
 }
-prometheus::Counter& NodeMetrics::stage_worker_messages(uint32_t worker) {
-  return stage_workers_->Add({{"worker", std::to_string(worker)}});
+prometheus::Counter& NodeMetrics::stage_worker_messages(const std::string& worker) {
+  return stage_workers_->Add({{"worker", worker}});
 }
 prometheus::Counter& NodeMetrics::dropped(const char* reason) {
   return dropped_->Add({{"reason", reason}});

@@ -147,7 +147,9 @@ void Node::configure_workers() {
     // Jobs already handed over finish with the instance they ran on; what comes now only keeps
     // its place behind them.
     parallel_ = false;
-    if (workers_) workers_->set_stages(std::vector<stages::Stage*>(spec_->threads, &stage_));
+    if (workers_) {
+      workers_->set_stages(std::vector<stages::Stage*>(spec_->threads, &stage_), nullptr);
+    }
     worker_stages_.clear();
     node_log().warn(
         "threads = {}, but stage {} does not say it may run on several threads "
@@ -167,15 +169,16 @@ void Node::configure_workers() {
   if (!workers_) {
     // Sized for every slot of the node's inbound links (a head node: a few producers).
     size_t links = std::max<size_t>(spec_->upstream.size(), 4);
-    workers_ =
-        std::make_unique<StageWorkers>(loop_, pointers, spec_->slot_size, links * spec_->slots,
-                                       spec_->cpu, [this](StageJob& job) { finish_job(job); });
+    workers_ = std::make_unique<StageWorkers>(loop_, pointers, &stage_, spec_->slot_size,
+                                              links * spec_->slots, spec_->cpu,
+                                              [this](StageJob& job) { finish_job(job); });
     for (uint32_t i = 0; i < spec_->threads; ++i) {
-      worker_counters_.push_back(&metrics_->stage_worker_messages(i));
-      worker_counted_.push_back(0);
+      worker_counters_.push_back(&metrics_->stage_worker_messages(std::to_string(i)));
     }
+    worker_counters_.push_back(&metrics_->stage_worker_messages("loop"));
+    worker_counted_.assign(worker_counters_.size(), 0);
   } else {
-    workers_->set_stages(pointers);
+    workers_->set_stages(pointers, &stage_);
   }
   worker_stages_ = std::move(instances);  // after set_stages: the old ones are idle now
   parallel_ = true;
@@ -898,7 +901,7 @@ void Node::tick() {
   if (workers_) {
     if (!worker_stages_.empty()) workers_->request_flush();
     for (size_t i = 0; i < worker_counters_.size(); ++i) {
-      uint64_t n = workers_->processed(i);
+      uint64_t n = i < workers_->threads() ? workers_->processed(i) : workers_->processed_on_loop();
       worker_counters_[i]->Increment(static_cast<double>(n - worker_counted_[i]));
       worker_counted_[i] = n;
     }

@@ -57,9 +57,9 @@ class StageWorkers::Wakeup final : public transport::EventLoop::Handler {
 };
 
 StageWorkers::StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage*> stages,
-                           uint32_t capacity, size_t in_flight, const std::vector<uint32_t>& cpus,
-                           Finish finish)
-    : loop_(loop), capacity_(capacity), finish_(std::move(finish)) {
+                           stages::Stage* loop_stage, uint32_t capacity, size_t in_flight,
+                           const std::vector<uint32_t>& cpus, Finish finish)
+    : loop_(loop), loop_stage_(loop_stage), capacity_(capacity), finish_(std::move(finish)) {
   size_t size = 256;
   while (size < in_flight) size <<= 1;
   jobs_ = std::vector<StageJob>(size);
@@ -119,13 +119,35 @@ void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, b
 void StageWorkers::collect() {
   if (collecting_) return;  // a Finish that leads back here: the outer loop goes on
   collecting_ = true;
-  while (head_ != tail_) {
-    StageJob& job = jobs_[head_ & mask_];
-    if (job.staged && !job.done.load()) break;
-    finish_(job);
-    ++head_;
-  }
+  do {
+    while (head_ != tail_) {
+      StageJob& job = jobs_[head_ & mask_];
+      if (job.staged && !job.done.load()) break;
+      finish_(job);
+      ++head_;
+    }
+  } while (head_ != tail_ && lend_a_hand());
   collecting_ = false;
+}
+
+bool StageWorkers::lend_a_hand() {
+  // Every worker is busy (none sleeps) and a job waits for one: the loop, which would
+  // otherwise wait for the oldest, runs it with its own instance (the caller runs). With N
+  // workers on N cores, a worker preempted by the loop, a producer or a leaf leaves its job
+  // waiting while the loop sleeps on the oldest; lending, the loop works instead.
+  // At most one job per reading of the loop's clock (one or two per iteration), so that the
+  // links are served in between: frames forwarded by the jobs finished are written by the
+  // iteration's flush, and credits go back.
+  if (loop_stage_ == nullptr || loop_.now_ns() == last_lend_ns_ || sleepers_.load() > 0) {
+    return false;
+  }
+  StageJob* job = claim();
+  if (job == nullptr) return false;
+  last_lend_ns_ = loop_.now_ns();
+  run_stage(*loop_stage_, *job);
+  ++loop_processed_;
+  job->done.store(true);
+  return true;
 }
 
 void StageWorkers::on_wakeup() {
@@ -144,6 +166,13 @@ StageJob* StageWorkers::claim() {
 }
 
 void StageWorkers::work(Worker& w, StageJob& job) {
+  run_stage(*w.stage, job);
+  w.processed.store(w.processed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  job.done.store(true);
+  if (!loop_notified_.exchange(true)) wakeup_->notify();
+}
+
+void StageWorkers::run_stage(stages::Stage& stage, StageJob& job) {
   transport::Slot& slot = *job.slot;
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
                    slot.length,
@@ -153,19 +182,16 @@ void StageWorkers::work(Worker& w, StageJob& job) {
                    slot.seq,
                    slot.chunk};
   const uint64_t started = job.timed ? monotonic_ns() : 0;
-  job.verdict = w.stage->process(msg);
+  job.verdict = stage.process(msg);
   job.stage_ns = job.timed ? monotonic_ns() - started : 0;
   job.length = msg.length;
   job.flags = msg.flags;
   if (job.verdict != HOPRELAY_FORWARD) {
-    std::string_view why = w.stage->last_error();
+    std::string_view why = stage.last_error();
     size_t n = std::min(why.size(), StageJob::kWhyMax);
     std::memcpy(job.why, why.data(), n);
     job.why[n] = '\0';
   }
-  w.processed.store(w.processed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  job.done.store(true);
-  if (!loop_notified_.exchange(true)) wakeup_->notify();
 }
 
 void StageWorkers::run(Worker& w, int cpu) {
@@ -200,9 +226,10 @@ void StageWorkers::quiesce() {
   }
 }
 
-void StageWorkers::set_stages(std::vector<stages::Stage*> stages) {
+void StageWorkers::set_stages(std::vector<stages::Stage*> stages, stages::Stage* loop_stage) {
   quiesce();
   for (size_t i = 0; i < workers_.size() && i < stages.size(); ++i) workers_[i]->stage = stages[i];
+  loop_stage_ = loop_stage;
 }
 
 void StageWorkers::request_flush() {

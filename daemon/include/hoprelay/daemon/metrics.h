@@ -68,7 +68,8 @@ class NodeMetrics {
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
   LatencyHistogram& stage_seconds(const std::string& stage);
   // `threads` > 1: messages the stage ran on, per worker thread (how the work spreads).
-  prometheus::Counter& stage_worker_messages(uint32_t worker);
+  // `worker`: "0", "1", ... or "loop" (the event loop's share, StageWorkers::lend_a_hand).
+  prometheus::Counter& stage_worker_messages(const std::string& worker);
   LatencyHistogram& residence_seconds();
   // The data path's counters (PeerMetrics, and what the node wraps itself).
   HotCounters& hot() { return hot_; }

@@ -53,13 +53,16 @@ class StageWorkers {
   using Finish = std::function<void(StageJob&)>;
 
   // `stages`: one instance per worker (the same pointer N times for a thread-safe stage);
-  // each must outlive the workers or be replaced by set_stages(). `capacity`: the payload room
+  // each must outlive the workers or be replaced by set_stages(). `loop_stage`: the instance
+  // the event loop runs a job with when every worker is busy (null: it never does).
+  // `capacity`: the payload room
   // of a slot, what the stage sees as `capacity`. `in_flight`: about how many messages the
   // node's inbound slots hold at most (sizes the ring; when it is full, submit() waits for the
   // oldest job). `cpus`: worker i is pinned to cpus[(i + 1) % size] (empty: not pinned).
   // Throws std::system_error when a thread or the eventfd cannot be made.
-  StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage*> stages, uint32_t capacity,
-               size_t in_flight, const std::vector<uint32_t>& cpus, Finish finish);
+  StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage*> stages,
+               stages::Stage* loop_stage, uint32_t capacity, size_t in_flight,
+               const std::vector<uint32_t>& cpus, Finish finish);
   ~StageWorkers();  // stops and joins the workers; jobs not finished are not finished
   StageWorkers(const StageWorkers&) = delete;
   StageWorkers& operator=(const StageWorkers&) = delete;
@@ -70,18 +73,21 @@ class StageWorkers {
   // Takes the next message in arrival order; `staged`: run the stage on it on a worker.
   // Finishes what is done already (so it may call Finish before returning).
   void submit(transport::InboundLink& link, transport::Slot& slot, bool staged);
-  // Finishes, in order, every job that is done.
+  // Finishes, in order, every job that is done; while the oldest is not and every worker is
+  // busy, runs waiting jobs on the loop (lend_a_hand).
   void collect();
   // Waits until no worker runs a stage (jobs done but not finished stay), so the stage
   // instances can be swapped: a reload.
   void quiesce();
-  void set_stages(std::vector<stages::Stage*> stages);
+  void set_stages(std::vector<stages::Stage*> stages, stages::Stage* loop_stage);
   // Asks each worker to flush its stage instance (about once a second).
   void request_flush();
   // Messages the stage ran on, per worker (a relaxed read: the metrics' gauges).
   uint64_t processed(size_t worker) const {
     return workers_[worker]->processed.load(std::memory_order_relaxed);
   }
+  // Messages the stage ran on on the event loop (lend_a_hand). Loop only.
+  uint64_t processed_on_loop() const { return loop_processed_; }
 
  private:
   struct alignas(64) Worker {
@@ -96,10 +102,15 @@ class StageWorkers {
   // Claims the next published job, or returns nullptr when there is none.
   StageJob* claim();
   void work(Worker& w, StageJob& job);
+  void run_stage(stages::Stage& stage, StageJob& job);
+  bool lend_a_hand();
   void on_wakeup();
   void wake_workers(ptrdiff_t n);
 
   transport::EventLoop& loop_;
+  stages::Stage* loop_stage_;
+  uint64_t loop_processed_ = 0;
+  uint64_t last_lend_ns_ = 0;
   uint32_t capacity_;
   Finish finish_;
   // The ring: a power-of-two of jobs; [head_, tail_) submitted and not finished (loop only).

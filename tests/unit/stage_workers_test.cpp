@@ -1,0 +1,105 @@
+// StageWorkers (`threads = N`): jobs finish in the order they came, whoever ran them, and the
+// event loop runs waiting jobs itself while every worker is busy (lend_a_hand).
+#include "hoprelay/daemon/stage_workers.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hoprelay/stage_abi.h"
+#include "hoprelay/transport/transport.h"
+
+namespace hoprelay::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A thread-safe stage that holds messages of origin 1 until the gate opens, and writes who ran
+// it into the first payload byte: 'L' on the test's thread (the event loop), 'W' elsewhere.
+std::atomic<bool> g_gate{false};
+std::atomic<int> g_held{0};
+thread_local bool t_is_loop = false;
+
+void* gated_create(const hoprelay_stage_config*, char*, size_t) {
+  return new int(0);
+}
+hoprelay_verdict gated_process(void*, hoprelay_msg* msg) {
+  if (msg->origin == 1) {
+    g_held.fetch_add(1);
+    while (!g_gate.load()) std::this_thread::sleep_for(1ms);
+  }
+  msg->data[0] = t_is_loop ? 'L' : 'W';
+  return HOPRELAY_FORWARD;
+}
+void gated_destroy(void* self) {
+  delete static_cast<int*>(self);
+}
+const hoprelay_stage_descriptor kGated{HOPRELAY_STAGE_ABI_MAJOR,
+                                       HOPRELAY_STAGE_ABI_MINOR,
+                                       sizeof(hoprelay_stage_descriptor),
+                                       "gated",
+                                       nullptr,
+                                       gated_create,
+                                       gated_process,
+                                       nullptr,
+                                       gated_destroy,
+                                       HOPRELAY_STAGE_THREADSAFE,
+                                       nullptr};
+
+// submit() only keeps the link for the finish callback.
+class NoLink final : public transport::InboundLink {
+ public:
+  void release(transport::Slot&, const transport::Outcome*) override {}
+  void drain() override {}
+  uint32_t slots_in_use() const override { return 0; }
+  uint32_t slots() const override { return 0; }
+  void unreturned_origins(std::vector<uint32_t>&) const override {}
+};
+
+TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertakes) {
+  t_is_loop = true;
+  transport::EventLoop loop;
+  auto type = std::make_shared<stages::StageType>(&kGated, nullptr, "test");
+  stages::Stage stage(type, "n", {});
+  std::vector<uint64_t> finished;
+  std::string runners;
+  StageWorkers workers(loop, {&stage}, &stage, 64, 16, {}, [&](StageJob& job) {
+    finished.push_back(job.slot->seq);
+    runners += static_cast<char>(job.slot->payload()[0]);
+  });
+  std::vector<std::byte> memory(4 * (transport::kFrameHeaderSize + 64));
+  std::vector<transport::Slot> slots(4);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    slots[i].frame = memory.data() + i * (transport::kFrameHeaderSize + 64);
+    slots[i].length = 1;
+    slots[i].origin = i == 0 ? 1 : 2;  // the first one holds the one worker
+    slots[i].seq = i;
+  }
+  NoLink link;
+  workers.submit(link, slots[0], true);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(g_held.load(), 1) << "the worker never took the first job";
+  for (size_t i = 1; i < slots.size(); ++i) workers.submit(link, slots[i], true);
+  // The worker is busy: the loop runs the three others, one per reading of its clock.
+  for (int i = 0; i < 1000 && workers.processed_on_loop() < 3; ++i) {
+    loop.run_once(1ms);
+    workers.collect();
+  }
+  EXPECT_EQ(workers.processed_on_loop(), 3u);
+  EXPECT_TRUE(finished.empty()) << "a job finished before the oldest, which still runs";
+  g_gate.store(true);
+  for (int i = 0; i < 1000 && finished.size() < slots.size(); ++i) loop.run_once(10ms);
+  EXPECT_EQ(finished, (std::vector<uint64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(runners, "WLLL");
+  EXPECT_EQ(workers.processed(0), 1u);
+}
+
+}  // namespace
+}  // namespace hoprelay::daemon
