@@ -1,6 +1,6 @@
 /* A producer in C: sends COUNT messages of SIZE bytes to head node HEAD of TOPOLOGY, half by
  * copy (send) and half in place (reserve / commit), then ends its stream. Byte i of message
- * seq is (seq + i) % 251, which consumer.c checks.
+ * seq is (seq + i) % 251, which consumer.cpp checks.
  *
  *   cc producer.c $(pkg-config --cflags --libs hoprelay) -o producer
  *   ./producer TOPOLOGY HEAD COUNT SIZE */

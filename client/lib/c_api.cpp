@@ -310,10 +310,11 @@ int hoprelay_consumer_open(const char* topology, const char* node,
     if (!spec.is_leaf()) {
       std::string down;
       for (const auto& d : spec.downstream) down += (down.empty() ? "" : ", ") + d;
-      throw ClientError(HOPRELAY_ENODE,
-                        "node \"" + spec.name + "\" has downstream peers (" + down +
-                            "): a consumer runs a leaf node, one without downstream peers (" +
-                            t->names(&hoprelay::config::NodeSpec::is_leaf) + ")");
+      throw ClientError(
+          HOPRELAY_ENODE,
+          "node \"" + spec.name + "\" has downstream peers (" + down +
+              "): a consumer runs a leaf node, one without downstream peers (leaf nodes: " +
+              t->names(&hoprelay::config::NodeSpec::is_leaf) + ")");
     }
     h->impl = std::make_unique<hoprelay::client::Consumer>(
         t, node, defaults.state_dir ? defaults.state_dir : "");

@@ -224,6 +224,7 @@ int Producer::end(int timeout_ms) {
 
 int Producer::close(int timeout_ms) {
   int rc = end(timeout_ms);
+  closing_ = true;
   if (link_) link_->close();
   loop_.run_pending();
   return rc;
@@ -287,6 +288,15 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
 
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
   if (ended_) return;  // closed at the end
+  if (closing_) {      // close() before the end was acknowledged: it returns ETIMEDOUT
+    if (!queue_.empty()) {
+      log().warn(
+          "closed with {} frames not acknowledged by {}: given up (the consumers may or "
+          "may not have them)",
+          queue_.size(), head_->name);
+    }
+    return;
+  }
   // Frames not acknowledged come back to the queue with those not sent yet: all go once the
   // head is back. Nothing waiting (a head stopped by plan, after acknowledging everything):
   // not a warning.

@@ -134,6 +134,7 @@ class Producer final : public transport::LinkEvents {
   transport::Outcome* message_outcome_ = nullptr;  // the drops of the message being acked
   bool was_up_ = false;
   bool ending_ = false;        // end() was called: nothing more may be sent
+  bool closing_ = false;       // close() closes the link: its going down is no reconnect
   bool end_sent_ = false;      // the end mark is queued
   bool ended_ = false;         // the end mark is acknowledged
   std::string refused_;        // the head's reason, while opening

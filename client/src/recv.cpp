@@ -289,8 +289,12 @@ int run_recv(const RecvOptions& o) {
   if (interrupted) {
     std::fprintf(stderr,
                  "hoprelay recv: interrupted (%s): what it received is in the output and "
-                 "acknowledged; the rest waits upstream for the next recv of node %s\n",
-                 stop_signal_name(), o.node.c_str());
+                 "acknowledged; the rest waits upstream for the next recv of node %s%s\n",
+                 stop_signal_name(), o.node.c_str(),
+                 durable ? ""
+                         : " (which, without --state-dir, cannot know where this one stopped "
+                           "and counts what this one got as missing; with --state-dir DIR and "
+                           "--output FILE it appends the rest to the same file)");
     return 128 + stop_signal();
   }
   return exit_code;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -528,13 +529,17 @@ int run_send(const SendOptions& o) {
   } catch (const Interrupted&) {
     return report_interrupted(*producer, ending);
   } catch (const Error& e) {
+    // The library names its call ("send: 5000000 bytes is more than..."): this one is send.
+    std::string_view what = e.what();
+    if (what.starts_with("send: ")) what.remove_prefix(6);
     if (producer) {
       auto stats = producer->stats();
-      std::fprintf(stderr, "hoprelay send: %s (%llu messages sent, %llu acknowledged)\n", e.what(),
+      std::fprintf(stderr, "hoprelay send: %.*s (%llu messages sent, %llu acknowledged)\n",
+                   static_cast<int>(what.size()), what.data(),
                    static_cast<unsigned long long>(stats.sent),
                    static_cast<unsigned long long>(stats.acknowledged));
     } else {
-      std::fprintf(stderr, "hoprelay send: %s\n", e.what());
+      std::fprintf(stderr, "hoprelay send: %.*s\n", static_cast<int>(what.size()), what.data());
     }
     return exit_code_of(e.status());
   } catch (const std::exception& e) {

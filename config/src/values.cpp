@@ -199,6 +199,10 @@ EndpointParse parse_endpoint_explained(std::string_view text) {
       return result;
     }
     std::string_view host = text.substr(0, colon);
+    if (text.find("://") != std::string_view::npos) {
+      result.error = "a URL is not an address: write host:port alone, as in 10.0.0.1:7001";
+      return result;
+    }
     if (host.find(':') != std::string_view::npos) {
       result.error = "an IPv6 address must be in brackets, as in [::1]:7001";
       return result;

@@ -778,6 +778,8 @@ TEST(ConfigTest, AddressesThatDoNotParse) {
                "brackets must enclose the whole IPv6 host");
   expect_error(with_pipeline("[nodes.a]\nlisten = \"::1:7001\"\n"), 4, 10,
                "an IPv6 address must be in brackets");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"http://127.0.0.1:27206\"\n"), 4, 10,
+               "a URL is not an address: write host:port alone");
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nmetrics = \"h:\"\n"), 5, 11,
                "nodes.a.metrics \"h:\" is not a valid address: missing port number");
 }
