@@ -120,7 +120,16 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
   if (reserved_) return fail(HOPRELAY_ESTATE, "send: commit the reserved buffer first");
   if (ending_) return fail(HOPRELAY_ESTATE, "send: the stream has ended");
   const size_t chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
-  if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) return rc;
+  if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) {
+    if (rc != HOPRELAY_ETIMEDOUT) return rc;
+    // What it waited for: without this, a message that needs the whole ring looks stuck.
+    return fail(rc, std::string(last_error()) + " (a message of " + std::to_string(data.size()) +
+                        " bytes takes " + std::to_string(chunks) + " of the head's " +
+                        std::to_string(buffers_.size()) + " slots; " +
+                        std::to_string(free_.size()) +
+                        " are free, the others hold messages not yet acknowledged: a consumer "
+                        "holding messages, or a slow pipeline)");
+  }
   const uint64_t s = next_seq_++;
   size_t offset = 0;
   for (uint32_t i = 0; i < chunks; ++i) {

@@ -737,6 +737,10 @@ def durable_positions(topology, directory):
         for i in range(4):
             p.send(b"m%d" % i, timeout=RECV_TIMEOUT)
         first = c.recv(timeout=RECV_TIMEOUT)
+        # The largest message needs every slot of the head: with 4 not yet acknowledged (c
+        # holds one and does no work meanwhile), it waits, and the timeout says for what.
+        expect_error(lambda: p.send(bytes(p.max_message), timeout=0.3), hoprelay.ETIMEDOUT,
+                     "takes 32 of the head's 32 slots; 28 are free", hoprelay.Timeout)
         for bad, cls in (("12", TypeError), (-1, ValueError), (1 << 64, ValueError),
                          (True, TypeError)):
             try:
