@@ -208,6 +208,10 @@ int hoprelay_producer_flush(hoprelay_producer* p, int timeout_ms) {
   return call(p, [&](auto& impl) { return impl.flush(timeout_ms); });
 }
 
+int hoprelay_producer_wait_connected(hoprelay_producer* p, int timeout_ms) {
+  return call(p, [&](auto& impl) { return impl.wait_connected(timeout_ms); });
+}
+
 int hoprelay_producer_fd(const hoprelay_producer* p) {
   if (!p || !p->impl) return fail(HOPRELAY_EINVAL, "a null handle");
   return p->impl->fd();

@@ -195,6 +195,14 @@ int Producer::flush(int timeout_ms) {
   return wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush");
 }
 
+int Producer::wait_connected(int timeout_ms) {
+  if (int rc = wait_for([this] { return was_up_ || !refused_.empty(); }, timeout_ms, "connect")) {
+    return rc;
+  }
+  if (!was_up_) return fail(refused_status(), head_->name + " refused this producer: " + refused_);
+  return HOPRELAY_OK;
+}
+
 int Producer::process() {
   loop_.run_once(std::chrono::milliseconds(0));
   return lost_ ? fail_lost("process") : HOPRELAY_OK;

@@ -41,6 +41,7 @@ class Producer final : public transport::LinkEvents {
   int reserve(size_t length, void** buffer, int timeout_ms);
   int commit(size_t length, int flags, uint64_t* seq);
   int flush(int timeout_ms);
+  int wait_connected(int timeout_ms);
   int process();
   // Once everything sent is acknowledged, the end-of-stream mark (sent once); OK when the mark
   // is acknowledged, EAGAIN / ETIMEDOUT before (call again). Nothing can be sent after it.

@@ -51,6 +51,7 @@ import math
 import operator
 import os
 import threading
+import time
 import weakref
 from collections import deque
 
@@ -66,7 +67,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 1
+VERSION_MINOR = 2
 
 OK = 0
 EINVAL = -1
@@ -281,6 +282,7 @@ _producer_reserve = _declare("hoprelay_producer_reserve", _c_int, _H, _c_size,
                              _P(ctypes.c_void_p), _c_int)
 _producer_commit = _declare("hoprelay_producer_commit", _c_int, _H, _c_size, _c_int, _P(_c_u64))
 _producer_flush = _declare("hoprelay_producer_flush", _c_int, _H, _c_int)
+_producer_wait_connected = _declare("hoprelay_producer_wait_connected", _c_int, _H, _c_int)
 _producer_fd = _declare("hoprelay_producer_fd", _c_int, _H)
 _producer_process = _declare("hoprelay_producer_process", _c_int, _H)
 _producer_max_message = _declare("hoprelay_producer_max_message", _c_size, _H)
@@ -612,7 +614,10 @@ class Producer(_Handle):
         options = _ProducerOptions()
         options.origin = origin
         options.first_seq = first_seq
-        options.connect_timeout_ms = min(_INT_MAX, math.ceil(connect_timeout * 1000))
+        # The library is opened without waiting; the wait for the head is below, in slices,
+        # so that Ctrl-C gets through it (one open with the whole timeout would hold it).
+        connect_ms = min(_INT_MAX, math.ceil(connect_timeout * 1000))
+        options.connect_timeout_ms = 0
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
         options.log_level = log_level
@@ -633,6 +638,30 @@ class Producer(_Handle):
         if rc != OK:
             raise _error(rc)
         self._h = h.value
+        if connect_ms > 0:
+            try:
+                self._wait_connected(head, connect_ms)
+            except BaseException:
+                self.destroy()
+                raise
+
+    def _wait_connected(self, head, timeout_ms):
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            left_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            h = self._enter()
+            try:
+                rc = _producer_wait_connected(h, max(1, min(_SLICE_MS, left_ms)))
+                error = _error(rc) if rc != OK else None
+            finally:
+                self._leave()
+            if rc == OK:
+                return
+            if rc != ETIMEDOUT:
+                raise error
+            if time.monotonic() >= deadline:
+                raise Timeout(ETIMEDOUT, "no connection to %s within %d ms: is hoprelayd running "
+                              "there?" % (head, timeout_ms))
 
     def __repr__(self):
         if self._h is None:

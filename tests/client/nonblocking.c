@@ -55,6 +55,18 @@ int main(int argc, char** argv) {
     }
     po.connect_timeout_ms = 5;
   }
+  /* Since 1.2: admitted only once the head (the consumer here) is driven. */
+  if ((rc = hoprelay_producer_wait_connected(p, 0)) != HOPRELAY_EAGAIN) {
+    FAIL("wait_connected before the head ran: %s, not EAGAIN", hoprelay_strerror(rc));
+  }
+  for (int tries = 0; (rc = hoprelay_producer_wait_connected(p, 0)) != HOPRELAY_OK; ++tries) {
+    if (rc != HOPRELAY_EAGAIN || tries > 1000) {
+      FAIL("wait_connected: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+    }
+    struct pollfd head = {hoprelay_consumer_fd(c), POLLIN, 0};
+    poll(&head, 1, 10);
+    hoprelay_consumer_process(c);
+  }
   const size_t slot = hoprelay_producer_max_reserve(p); /* the topology's, before the welcome */
   unsigned char* copy = malloc(slot * 3);
   uint64_t sent = 0, received = 0, eagain = 0;

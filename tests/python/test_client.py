@@ -271,6 +271,12 @@ def run(topology, directory, metrics):
 
     check("a producer its head has not admitted yet (connect_timeout=0, no daemon): end, send "
           "and close say so, no crash", unadmitted_producer, topology)
+    check("Producer() with no head: Timeout after connect_timeout, naming the head",
+          expect_error, lambda: hoprelay.Producer(topology, "a", connect_timeout=0.5),
+          hoprelay.ETIMEDOUT, "no connection to a within 500 ms: is hoprelayd running there?",
+          hoprelay.Timeout)
+    check("Ctrl-C while Producer() waits for its head: KeyboardInterrupt then, not after the "
+          "30 s connect_timeout", interrupted_connect, topology)
 
     consumer_log = []
     consumer = check("Consumer(c) opens (listens)", hoprelay.Consumer, topology, "c",
@@ -554,6 +560,21 @@ def hold_all_slots(consumer, topology):
         expect(msg.end, "no end mark after the 40")
     thread.join(RECV_TIMEOUT)
     expect(report.get("done"), "the producer: %s" % report.get("error", "still running"))
+
+
+def interrupted_connect(topology):
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        hoprelay.Producer(topology, "a", connect_timeout=30)
+        raise AssertionError("Producer() connected with no hoprelayd running")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - start
+    expect(elapsed < 20, "KeyboardInterrupt after %.1f s (connect_timeout 30 s)" % elapsed)
 
 
 def unadmitted_producer(topology):

@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 1
+#define HOPRELAY_CLIENT_VERSION_MINOR 2
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -195,6 +195,13 @@ int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uin
 
 /* Waits until every message sent so far is acknowledged by the head. */
 int hoprelay_producer_flush(hoprelay_producer* p, int timeout_ms);
+
+/* Since 1.2: waits until the head has admitted this producer: OK at once when it has (open
+ * with a connect_timeout_ms waits for this itself). For a producer opened with
+ * connect_timeout_ms 0 that waits in short steps, so that it can stop between them (a
+ * binding's Ctrl-C). Errors: EREFUSED or EORIGIN (the head refused it, with its reason),
+ * ETIMEDOUT, EAGAIN (timeout 0). */
+int hoprelay_producer_wait_connected(hoprelay_producer* p, int timeout_ms);
 
 /* A descriptor that is readable (POLLIN) when the producer has work: call process then. */
 int hoprelay_producer_fd(const hoprelay_producer* p);
