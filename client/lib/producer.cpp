@@ -192,7 +192,11 @@ int Producer::commit(size_t length, int flags, uint64_t* seq) {
 
 int Producer::flush(int timeout_ms) {
   loop_.run_pending();
-  return wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush");
+  int rc = wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush");
+  if (rc != HOPRELAY_ETIMEDOUT) return rc;
+  return fail(rc, std::string(last_error()) + " (" + std::to_string(sent_ - acked_) +
+                      " messages not yet acknowledged by " + head_->name +
+                      ": a consumer holding messages, or a slow or stopped pipeline)");
 }
 
 int Producer::wait_connected(int timeout_ms) {

@@ -1,5 +1,6 @@
 // hoprelay: the operator's command line. validate and graph read a topology file; send is the
 // producer that feeds a head node, recv a consumer that runs a leaf node (both on libhoprelay).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -145,7 +146,15 @@ int main(int argc, char** argv) {
   recv->add_option("--state-dir", ropts.state_dir,
                    "Keep a durable position here (with --output): a restarted recv cuts the "
                    "file back to it and appends, exactly once")
-      ->check(CLI::NonexistentPath | CLI::ExistingDirectory);
+      ->check(CLI::Validator(
+          [](std::string& dir) -> std::string {
+            struct stat st {};
+            if (::stat(dir.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return "";
+            return dir +
+                   " is not a directory: --state-dir takes a directory of its own "
+                   "(created if missing), not the output file";
+          },
+          "DIR"));
   recv->add_option("--count", ropts.count, "Stop after this many messages");
   recv->add_option("--streams", ropts.streams,
                    "Stop once this many producers' streams have ended (default 1)");

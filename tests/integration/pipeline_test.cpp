@@ -608,6 +608,14 @@ TEST(Cli, AMisspeltOptionIsNamedWithTheNearestOneNotTakenForAMissingOne) {
   EXPECT_EQ(r.output,
             "hoprelay: unknown command sned: did you mean send? (hoprelay --help lists the "
             "commands)\n");
+  // --state-dir given the output file (or any file): said so, not CLI11's two validators.
+  r = run({HOPRELAY_BIN, "recv", "--topology", "t.toml", "--node", "c", "--output", "y",
+           "--state-dir", HOPRELAY_BIN});
+  EXPECT_EQ(r.code, 105) << r.output;
+  EXPECT_NE(r.output.find(" is not a directory: --state-dir takes a directory of its own (created "
+                          "if missing), not the output file"),
+            std::string::npos)
+      << r.output;
   // A hidden option is not suggested.
   r = run({HOPRELAYD_BIN, "--topology", "t.toml", "--wait-for-devic", "x"});
   EXPECT_EQ(r.code, 109) << r.output;
