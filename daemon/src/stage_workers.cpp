@@ -24,6 +24,9 @@ spdlog::logger& log() {
 
 // One job in kSample has its stage time measured (a power of two; as the loop's run_stage).
 constexpr uint64_t kSample = 16;
+// The loop lends a hand only to a stage whose sampled time is under this: a longer call would
+// hold every link of the node that long, once an iteration.
+constexpr uint64_t kLendBudgetNs = 1'000'000;
 
 }  // namespace
 
@@ -123,6 +126,10 @@ void StageWorkers::collect() {
     while (head_ != tail_) {
       StageJob& job = jobs_[head_ & mask_];
       if (job.staged && !job.done.load()) break;
+      if (job.staged && job.timed) {
+        // A moving average (1/8 weight), from the first sample on.
+        stage_ns_ = stage_ns_ ? stage_ns_ - stage_ns_ / 8 + job.stage_ns / 8 : job.stage_ns;
+      }
       finish_(job);
       ++head_;
     }
@@ -137,8 +144,10 @@ bool StageWorkers::lend_a_hand() {
   // waiting while the loop sleeps on the oldest; lending, the loop works instead.
   // At most one job per reading of the loop's clock (one or two per iteration), so that the
   // links are served in between: frames forwarded by the jobs finished are written by the
-  // iteration's flush, and credits go back.
-  if (loop_stage_ == nullptr || loop_.now_ns() == last_lend_ns_ || sleepers_.load() > 0) {
+  // iteration's flush, and credits go back. And only for a stage that takes under
+  // kLendBudgetNs a call (sampled): the links wait for the whole call.
+  if (loop_stage_ == nullptr || loop_.now_ns() == last_lend_ns_ || stage_ns_ > kLendBudgetNs ||
+      sleepers_.load() > 0) {
     return false;
   }
   StageJob* job = claim();

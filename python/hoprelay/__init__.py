@@ -25,7 +25,8 @@ Conventions (those of the C library):
   never waits (the call raises :class:`Timeout` with status ``EAGAIN`` when it would have
   to). They are rounded up to whole milliseconds. ``None`` waits in slices of 0.2 s, so that
   Ctrl-C (KeyboardInterrupt) and other signal handlers get through; a finite timeout is one
-  library call, and signals are handled when it returns.
+  library call, and signals are handled when it returns (but Producer()'s wait for its head
+  is in slices too).
 * Errors raise :class:`HoprelayError` (a subclass per status, e.g. :class:`Timeout`,
   :class:`NodeError`), carrying ``.status``, ``.name`` and the library's own explanation.
 * Threads: a handle (a Producer or a Consumer, with the Messages it returned) is used by one
@@ -282,7 +283,10 @@ _producer_reserve = _declare("hoprelay_producer_reserve", _c_int, _H, _c_size,
                              _P(ctypes.c_void_p), _c_int)
 _producer_commit = _declare("hoprelay_producer_commit", _c_int, _H, _c_size, _c_int, _P(_c_u64))
 _producer_flush = _declare("hoprelay_producer_flush", _c_int, _H, _c_int)
-_producer_wait_connected = _declare("hoprelay_producer_wait_connected", _c_int, _H, _c_int)
+try:  # since 1.2; with an older library Producer() waits for its head in one call
+    _producer_wait_connected = _declare("hoprelay_producer_wait_connected", _c_int, _H, _c_int)
+except AttributeError:
+    _producer_wait_connected = None
 _producer_fd = _declare("hoprelay_producer_fd", _c_int, _H)
 _producer_process = _declare("hoprelay_producer_process", _c_int, _H)
 _producer_max_message = _declare("hoprelay_producer_max_message", _c_size, _H)
@@ -617,7 +621,7 @@ class Producer(_Handle):
         # The library is opened without waiting; the wait for the head is below, in slices,
         # so that Ctrl-C gets through it (one open with the whole timeout would hold it).
         connect_ms = min(_INT_MAX, math.ceil(connect_timeout * 1000))
-        options.connect_timeout_ms = 0
+        options.connect_timeout_ms = 0 if _producer_wait_connected else connect_ms
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
         options.log_level = log_level
@@ -633,17 +637,21 @@ class Producer(_Handle):
             options.on_outcome = ctypes.cast(self._outcome_cb, ctypes.c_void_p)
         self._reserved = None  # the memoryview reserve() gave, until commit
         h = _H()
-        rc = _producer_open(os.fsencode(topology), os.fsencode(head), ctypes.byref(options),
-                            ctypes.byref(h))
-        if rc != OK:
-            raise _error(rc)
-        self._h = h.value
-        if connect_ms > 0:
-            try:
+        try:
+            rc = _producer_open(os.fsencode(topology), os.fsencode(head), ctypes.byref(options),
+                                ctypes.byref(h))
+            if rc != OK:
+                raise _error(rc)
+            self._h = h.value
+            if connect_ms > 0 and _producer_wait_connected:
                 self._wait_connected(head, connect_ms)
-            except BaseException:
-                self.destroy()
-                raise
+        except BaseException:
+            # Not shared yet: freed here, not through destroy() and its guard (a Ctrl-C may
+            # come anywhere in between).
+            self._h = None
+            if h.value:
+                _producer_destroy(h.value)
+            raise
 
     def _wait_connected(self, head, timeout_ms):
         deadline = time.monotonic() + timeout_ms / 1000

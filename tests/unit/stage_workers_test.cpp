@@ -18,8 +18,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A thread-safe stage that holds messages of origin 1 until the gate opens, and writes who ran
-// it into the first payload byte: 'L' on the test's thread (the event loop), 'W' elsewhere.
+// A thread-safe stage that holds messages of origin 1 on a worker until the gate opens, takes
+// 2 ms for messages of origin 3, and writes who ran it into the first payload byte: 'L' on the
+// test's thread (the event loop), 'W' elsewhere. (Never held on the loop: a job lent wrongly
+// fails the checks instead of hanging the test.)
 std::atomic<bool> g_gate{false};
 std::atomic<int> g_held{0};
 thread_local bool t_is_loop = false;
@@ -28,10 +30,11 @@ void* gated_create(const hoprelay_stage_config*, char*, size_t) {
   return new int(0);
 }
 hoprelay_verdict gated_process(void*, hoprelay_msg* msg) {
-  if (msg->origin == 1) {
+  if (msg->origin == 1 && !t_is_loop) {
     g_held.fetch_add(1);
     while (!g_gate.load()) std::this_thread::sleep_for(1ms);
   }
+  if (msg->origin == 3) std::this_thread::sleep_for(2ms);
   msg->data[0] = t_is_loop ? 'L' : 'W';
   return HOPRELAY_FORWARD;
 }
@@ -60,6 +63,15 @@ class NoLink final : public transport::InboundLink {
   void unreturned_origins(std::vector<uint32_t>&) const override {}
 };
 
+// Opens the gate however the test ends, so that the worker can be joined.
+struct OpenGateAtEnd {
+  OpenGateAtEnd() {
+    g_gate.store(false);
+    g_held.store(0);
+  }
+  ~OpenGateAtEnd() { g_gate.store(true); }
+};
+
 TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertakes) {
   t_is_loop = true;
   transport::EventLoop loop;
@@ -71,6 +83,7 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
     finished.push_back(job.slot->seq);
     runners += static_cast<char>(job.slot->payload()[0]);
   });
+  OpenGateAtEnd gate;
   std::vector<std::byte> memory(4 * (transport::kFrameHeaderSize + 64));
   std::vector<transport::Slot> slots(4);
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -99,6 +112,50 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
   EXPECT_EQ(finished, (std::vector<uint64_t>{0, 1, 2, 3}));
   EXPECT_EQ(runners, "WLLL");
   EXPECT_EQ(workers.processed(0), 1u);
+}
+
+TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
+  t_is_loop = true;
+  transport::EventLoop loop;
+  auto type = std::make_shared<stages::StageType>(&kGated, nullptr, "test");
+  stages::Stage stage(type, "n", {});
+  size_t finished = 0;
+  StageWorkers workers(loop, {&stage}, &stage, 64, 64, {}, [&](StageJob&) { ++finished; });
+  OpenGateAtEnd gate;
+  constexpr size_t kSlow = 32, kSlotBytes = transport::kFrameHeaderSize + 64;
+  std::vector<std::byte> memory((kSlow + 4) * kSlotBytes);
+  std::vector<transport::Slot> slots(kSlow + 4);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    slots[i].frame = memory.data() + i * kSlotBytes;
+    slots[i].length = 1;
+    slots[i].origin = i < kSlow ? 3 : i == kSlow ? 1 : 2;  // 2 ms each; the held one; quick
+    slots[i].seq = i;
+  }
+  NoLink link;
+  // 32 calls of 2 ms (two of them timed, one in 16): the stage is known to be slow.
+  for (size_t i = 0; i < kSlow; ++i) workers.submit(link, slots[i], true);
+  for (int i = 0; i < 2000 && finished < kSlow; ++i) {
+    loop.run_once(1ms);
+    workers.collect();
+  }
+  ASSERT_EQ(finished, kSlow);
+  const uint64_t lent = workers.processed_on_loop();
+  // The worker held, three quick jobs waiting: the loop does not lend to this stage.
+  workers.submit(link, slots[kSlow], true);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(g_held.load(), 1) << "the worker never took the held job";
+  for (size_t i = kSlow + 1; i < slots.size(); ++i) workers.submit(link, slots[i], true);
+  for (int i = 0; i < 20; ++i) {
+    loop.run_once(1ms);
+    workers.collect();
+  }
+  EXPECT_EQ(workers.processed_on_loop(), lent);
+  g_gate.store(true);
+  for (int i = 0; i < 1000 && finished < slots.size(); ++i) loop.run_once(10ms);
+  EXPECT_EQ(finished, slots.size());
 }
 
 }  // namespace

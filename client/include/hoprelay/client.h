@@ -199,8 +199,10 @@ int hoprelay_producer_flush(hoprelay_producer* p, int timeout_ms);
 /* Since 1.2: waits until the head has admitted this producer: OK at once when it has (open
  * with a connect_timeout_ms waits for this itself). For a producer opened with
  * connect_timeout_ms 0 that waits in short steps, so that it can stop between them (a
- * binding's Ctrl-C). Errors: EREFUSED or EORIGIN (the head refused it, with its reason),
- * ETIMEDOUT, EAGAIN (timeout 0). */
+ * binding's Ctrl-C). OK means admitted once: the link may have dropped again since (it
+ * reconnects inside later calls, as always). Errors: EREFUSED or EORIGIN (the head refused
+ * it, with its reason), ETIMEDOUT, EAGAIN (timeout 0), EUNAVAILABLE (the RDMA device went
+ * away), EINVAL (a null handle). */
 int hoprelay_producer_wait_connected(hoprelay_producer* p, int timeout_ms);
 
 /* A descriptor that is readable (POLLIN) when the producer has work: call process then. */

@@ -131,11 +131,12 @@ typedef struct hoprelay_stage_descriptor {
  *
  * HOPRELAY_STAGE_PER_THREAD: the node creates one more instance per worker thread (`create`
  * with the same parameters, from the event loop); each is called from one thread at a time
- * (its worker's `process` and `flush`; messages the node reassembles for a stage without
- * HOPRELAY_STAGE_CHUNKS go to the node's own instance on the event loop). Each instance sees a
- * share of the messages (the chunks of one message may go to different instances), in no fixed
- * pattern: a stage whose result depends on seeing every message (a counter, a report, a file
- * written) must not declare it.
+ * (its worker's `process` and `flush`). The node's own instance is called on the event loop:
+ * messages the node reassembles for a stage without HOPRELAY_STAGE_CHUNKS, and a share of the
+ * others (messages and chunks) when every worker is busy (the loop lends a hand). Each
+ * instance sees a share of the messages (the chunks of one message may go to different
+ * instances), in no fixed pattern: a stage whose result depends on seeing every message (a
+ * counter, a report, a file written) must not declare it.
  *
  * Either way the node forwards and acknowledges messages in the order they arrived. A chunk is
  * staged ahead of the node's bookkeeping, so a stage with either bit may see a replayed copy of

@@ -111,6 +111,7 @@ class StageWorkers {
   stages::Stage* loop_stage_;
   uint64_t loop_processed_ = 0;
   uint64_t last_lend_ns_ = 0;
+  uint64_t stage_ns_ = 0;  // the stage's time per call, sampled (0: no sample yet)
   uint32_t capacity_;
   Finish finish_;
   // The ring: a power-of-two of jobs; [head_, tail_) submitted and not finished (loop only).
