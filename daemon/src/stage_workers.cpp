@@ -126,10 +126,7 @@ void StageWorkers::collect() {
     while (head_ != tail_) {
       StageJob& job = jobs_[head_ & mask_];
       if (job.staged && !job.done.load()) break;
-      if (job.staged && job.timed) {
-        // A moving average (1/8 weight), from the first sample on.
-        stage_ns_ = stage_ns_ ? stage_ns_ - stage_ns_ / 8 + job.stage_ns / 8 : job.stage_ns;
-      }
+      if (job.staged && job.timed) add_sample(job.stage_ns);
       finish_(job);
       ++head_;
     }
@@ -144,19 +141,29 @@ bool StageWorkers::lend_a_hand() {
   // waiting while the loop sleeps on the oldest; lending, the loop works instead.
   // At most one job per reading of the loop's clock (one or two per iteration), so that the
   // links are served in between: frames forwarded by the jobs finished are written by the
-  // iteration's flush, and credits go back. And only for a stage that takes under
-  // kLendBudgetNs a call (sampled): the links wait for the whole call.
-  if (loop_stage_ == nullptr || loop_.now_ns() == last_lend_ns_ || stage_ns_ > kLendBudgetNs ||
-      sleepers_.load() > 0) {
+  // iteration's flush, and credits go back. And only for a stage known to take under
+  // kLendBudgetNs a call: the links wait for the whole call. Known: sampled on a worker first
+  // (a stage that takes 30 ms must not get a call on the loop to find out), and every call
+  // the loop makes is timed too, so a stage that slows down is left to the workers at once.
+  if (loop_stage_ == nullptr || loop_.now_ns() == last_lend_ns_ || stage_ns_ == 0 ||
+      stage_ns_ > kLendBudgetNs || sleepers_.load() > 0) {
     return false;
   }
   StageJob* job = claim();
   if (job == nullptr) return false;
   last_lend_ns_ = loop_.now_ns();
+  job->timed = true;
   run_stage(*loop_stage_, *job);
+  add_sample(job->stage_ns);
+  job->timed = false;  // counted: collect() must not count it again
   ++loop_processed_;
   job->done.store(true);
   return true;
+}
+
+void StageWorkers::add_sample(uint64_t ns) {
+  // A moving average (1/8 weight), from the first sample on; never 0 once there is one.
+  stage_ns_ = std::max<uint64_t>(1, stage_ns_ ? stage_ns_ - stage_ns_ / 8 + ns / 8 : ns);
 }
 
 void StageWorkers::on_wakeup() {
@@ -239,6 +246,7 @@ void StageWorkers::set_stages(std::vector<stages::Stage*> stages, stages::Stage*
   quiesce();
   for (size_t i = 0; i < workers_.size() && i < stages.size(); ++i) workers_[i]->stage = stages[i];
   loop_stage_ = loop_stage;
+  stage_ns_ = 0;  // another stage: not lent to until a worker has timed it
 }
 
 void StageWorkers::request_flush() {

@@ -72,6 +72,25 @@ struct OpenGateAtEnd {
   ~OpenGateAtEnd() { g_gate.store(true); }
 };
 
+// Quick jobs (origin 2, seq 1000 and up) through the workers until one of them was timed: the
+// loop lends only to a stage whose time it knows.
+void warm_up(transport::EventLoop& loop, StageWorkers& workers, NoLink& link,
+             std::vector<uint64_t>& finished) {
+  constexpr size_t kJobs = 16;  // one in 16 is timed
+  static std::vector<std::byte> memory(kJobs * (transport::kFrameHeaderSize + 64));
+  static std::vector<transport::Slot> slots(kJobs);
+  const size_t before = finished.size();
+  for (size_t i = 0; i < kJobs; ++i) {
+    slots[i].frame = memory.data() + i * (transport::kFrameHeaderSize + 64);
+    slots[i].length = 1;
+    slots[i].origin = 2;
+    slots[i].seq = 1000 + i;
+    workers.submit(link, slots[i], true);
+  }
+  for (int i = 0; i < 1000 && finished.size() < before + kJobs; ++i) loop.run_once(10ms);
+  ASSERT_EQ(finished.size(), before + kJobs) << "the warm-up jobs did not finish";
+}
+
 TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertakes) {
   t_is_loop = true;
   transport::EventLoop loop;
@@ -84,6 +103,10 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
     runners += static_cast<char>(job.slot->payload()[0]);
   });
   OpenGateAtEnd gate;
+  NoLink link;
+  warm_up(loop, workers, link, finished);
+  finished.clear();
+  runners.clear();
   std::vector<std::byte> memory(4 * (transport::kFrameHeaderSize + 64));
   std::vector<transport::Slot> slots(4);
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -92,7 +115,6 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
     slots[i].origin = i == 0 ? 1 : 2;  // the first one holds the one worker
     slots[i].seq = i;
   }
-  NoLink link;
   workers.submit(link, slots[0], true);
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -111,7 +133,7 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
   for (int i = 0; i < 1000 && finished.size() < slots.size(); ++i) loop.run_once(10ms);
   EXPECT_EQ(finished, (std::vector<uint64_t>{0, 1, 2, 3}));
   EXPECT_EQ(runners, "WLLL");
-  EXPECT_EQ(workers.processed(0), 1u);
+  EXPECT_EQ(workers.processed(0), 16u + 1);  // the warm-up and the held one
 }
 
 TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
@@ -156,6 +178,74 @@ TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
   g_gate.store(true);
   for (int i = 0; i < 1000 && finished < slots.size(); ++i) loop.run_once(10ms);
   EXPECT_EQ(finished, slots.size());
+}
+
+// Before any call was timed (a start, or a reload: another stage), the loop does not know what
+// a call costs, so it does not lend: a stage of 30 ms would hold every link that long. Once a
+// worker has timed one, it does.
+TEST(StageWorkers, TheLoopLendsOnlyOnceAWorkerHasTimedTheStageAgainAfterAReload) {
+  t_is_loop = true;
+  transport::EventLoop loop;
+  auto type = std::make_shared<stages::StageType>(&kGated, nullptr, "test");
+  stages::Stage stage(type, "n", {});
+  std::vector<uint64_t> finished;
+  StageWorkers workers(loop, {&stage}, &stage, 64, 64, {},
+                       [&](StageJob& job) { finished.push_back(job.slot->seq); });
+  OpenGateAtEnd gate;
+  NoLink link;
+  constexpr size_t kSlotBytes = transport::kFrameHeaderSize + 64;
+  std::vector<std::byte> memory(8 * kSlotBytes);
+  std::vector<transport::Slot> slots(8);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    slots[i].frame = memory.data() + i * kSlotBytes;
+    slots[i].length = 1;
+    slots[i].origin = i % 4 == 0 ? 1 : 2;  // 0 and 4 hold the one worker; the others quick
+    slots[i].seq = i;
+  }
+  // Held on the worker, three waiting, nothing timed yet, then after a reload: none lent.
+  auto held_then_three_not_lent = [&](size_t first, const char* when) {
+    g_gate.store(false);
+    g_held.store(0);
+    workers.submit(link, slots[first], true);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(g_held.load(), 1) << when << ": the worker never took the held job";
+    for (size_t i = first + 1; i < first + 4; ++i) workers.submit(link, slots[i], true);
+    for (int i = 0; i < 20; ++i) {
+      loop.run_once(1ms);
+      workers.collect();
+    }
+    EXPECT_EQ(workers.processed_on_loop(), 0u) << when;
+    g_gate.store(true);
+    for (int i = 0; i < 1000 && finished.size() < first + 4; ++i) loop.run_once(10ms);
+    ASSERT_EQ(finished.size(), first + 4) << when;
+  };
+  held_then_three_not_lent(0, "at the start");
+  workers.set_stages({&stage}, &stage);
+  held_then_three_not_lent(4, "after a reload");
+  // Timed once on the worker: now the loop lends.
+  warm_up(loop, workers, link, finished);
+  g_gate.store(false);
+  g_held.store(0);
+  std::vector<transport::Slot> more(slots.begin(), slots.begin() + 4);
+  for (size_t i = 0; i < more.size(); ++i) more[i].seq = 100 + i;
+  workers.submit(link, more[0], true);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(g_held.load(), 1) << "the worker never took the held job";
+  for (size_t i = 1; i < more.size(); ++i) workers.submit(link, more[i], true);
+  for (int i = 0; i < 1000 && workers.processed_on_loop() < 3; ++i) {
+    loop.run_once(1ms);
+    workers.collect();
+  }
+  EXPECT_EQ(workers.processed_on_loop(), 3u);
+  g_gate.store(true);
+  for (int i = 0; i < 1000 && finished.size() < 8 + 16 + 4; ++i) loop.run_once(10ms);
+  EXPECT_EQ(finished.size(), 8u + 16 + 4);
 }
 
 }  // namespace

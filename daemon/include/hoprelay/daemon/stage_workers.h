@@ -104,6 +104,7 @@ class StageWorkers {
   void work(Worker& w, StageJob& job);
   void run_stage(stages::Stage& stage, StageJob& job);
   bool lend_a_hand();
+  void add_sample(uint64_t ns);  // one timed call of the stage, into stage_ns_
   void on_wakeup();
   void wake_workers(ptrdiff_t n);
 
@@ -111,7 +112,7 @@ class StageWorkers {
   stages::Stage* loop_stage_;
   uint64_t loop_processed_ = 0;
   uint64_t last_lend_ns_ = 0;
-  uint64_t stage_ns_ = 0;  // the stage's time per call, sampled (0: no sample yet)
+  uint64_t stage_ns_ = 0;  // the stage's time per call, sampled (0: no sample yet; a reload)
   uint32_t capacity_;
   Finish finish_;
   // The ring: a power-of-two of jobs; [head_, tail_) submitted and not finished (loop only).
