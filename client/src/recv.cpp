@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <vector>
@@ -95,7 +96,24 @@ int run_recv(const RecvOptions& o) {
                  "to the last durable position when it restarts)\n");
     return 2;
   }
-  if (durable) co.state_dir = o.state_dir.c_str();
+  if (durable) {
+    // A durable recv keeps its output as long as its position says, and a state directory
+    // with no position yet says 0 bytes: a file with bytes in it would be cut to nothing (a
+    // recv run without --state-dir before, whose messages were acknowledged and are gone).
+    struct stat st {};
+    if (!std::filesystem::exists(std::filesystem::path(o.state_dir) / "positions") &&
+        ::stat(o.output.c_str(), &st) == 0 && st.st_size > 0) {
+      std::fprintf(stderr,
+                   "hoprelay recv: %s holds %lld bytes and %s no position yet: a recv with a "
+                   "new --state-dir starts its output afresh and would cut it to 0 bytes. A "
+                   "--state-dir cannot go on after a recv that ran without it (what that one "
+                   "took is acknowledged); give another --output, or remove %s yourself\n",
+                   o.output.c_str(), static_cast<long long>(st.st_size), o.state_dir.c_str(),
+                   o.output.c_str());
+      return 2;
+    }
+    co.state_dir = o.state_dir.c_str();
+  }
   std::map<uint32_t, Stream> streams;
   uint64_t messages = 0, bytes = 0, ended = 0;
   int exit_code = 0;
@@ -254,8 +272,9 @@ int run_recv(const RecvOptions& o) {
                                      ? fmt::format("seq {}", s.first)
                                      : fmt::format("seq {}-{}", s.first, s.first + before - 1);
         missing += fmt::format(
-            " ({} {}: taken by an earlier recv of node {}, or dropped upstream; recv "
-            "--state-dir DIR goes on where the last one stopped{})",
+            " ({} {}: taken by an earlier recv of node {}, or dropped upstream; recvs that "
+            "all give the same --state-dir DIR, from the first on, go on where the last one "
+            "stopped{})",
             seqs, s.messages ? "before the first this recv got" : "never reached this recv", o.node,
             before < s.missing()
                 ? fmt::format("; {} more missing after seq {}", s.missing() - before, s.lowest)
@@ -293,8 +312,9 @@ int run_recv(const RecvOptions& o) {
                  stop_signal_name(), o.node.c_str(),
                  durable ? ""
                          : " (which, without --state-dir, cannot know where this one stopped "
-                           "and counts what this one got as missing; with --state-dir DIR and "
-                           "--output FILE it appends the rest to the same file)");
+                           "and counts what this one got as missing; to append the rest to the "
+                           "same file, every recv of the node needs the same --state-dir DIR "
+                           "and --output FILE from the first on)");
     return 128 + stop_signal();
   }
   return exit_code;

@@ -216,8 +216,9 @@ TEST(Streams, AnInterruptedRecvKeepsWhatItReceivedAndTheNextRecvGetsTheRest) {
       recv2->output().find("origin 51: " + n(kCount - n1) + " messages, seq " + n(n1) + "-" +
                            n(kCount - 1) + ", ended, " + n(n1) + " missing (seq 0-" + n(n1 - 1) +
                            " before the first this recv got: taken by an earlier recv of "
-                           "node c, or dropped upstream; recv --state-dir DIR goes on where "
-                           "the last one stopped)\n"),
+                           "node c, or dropped upstream; recvs that all give the same "
+                           "--state-dir DIR, from the first on, go on where the last one "
+                           "stopped)\n"),
       std::string::npos)
       << recv2->output();
   EXPECT_EQ(size_of(out1) + size_of(out2), kCount * kSize);
@@ -282,6 +283,28 @@ TEST(Streams, RecvWithAStateDirKilledThreeTimesWritesEachByteOnce) {
   EXPECT_NE(again.output().find("0 messages"), std::string::npos) << again.output();
   EXPECT_TRUE(same_file(in, out));
   c.p.stop_all();
+}
+
+// A recv run without --state-dir leaves out.bin; a user then gives the next one a new
+// --state-dir with the same output, as if it could go on: a state directory with no position
+// says 0 bytes, and the file would be cut to nothing (its messages were acknowledged: gone).
+// Refused before the node opens: the file and the messages waiting upstream stay as they are.
+TEST(Streams, ADurableRecvWithANewStateDirRefusesAnOutputThatHoldsBytes) {
+  TempDir dir;
+  Pipeline p{dir, {{"a", {"c"}}, {"c", {}}}};
+  const fs::path out = dir / "out.bin", state = dir / "state";
+  std::ofstream(out) << "12345";
+  Process recv({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "c",
+                "--output", out.string(), "--state-dir", state.string()},
+               dir / "recv.log");
+  EXPECT_EQ(recv.wait(30s), 2) << recv.output();
+  EXPECT_NE(recv.output().find(out.string() + " holds 5 bytes and " + state.string() +
+                               " no position yet"),
+            std::string::npos)
+      << recv.output();
+  EXPECT_NE(recv.output().find("give another --output"), std::string::npos) << recv.output();
+  EXPECT_EQ(size_of(out), 5u);
+  EXPECT_FALSE(fs::exists(state));
 }
 
 // Records of random lengths, 0 bytes to more than a slot (16 KiB: chunks), one per message.
