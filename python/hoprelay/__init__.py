@@ -894,8 +894,9 @@ class Message:
     slices and other views made from it are not: do not keep them.
 
     The message is acknowledged upstream when released: call :meth:`release`, or use the
-    message as a context manager (released on leaving the block). Unreleased messages hold
-    a slot each: when the node's slots are all held, the upstream waits. A message dropped
+    message as a context manager (released on leaving the block; left by an exception, with a
+    `state_dir`, abandoned instead: not taken, it comes again after a restart). Unreleased
+    messages hold a slot each: when the node's slots are all held, the upstream waits. A message dropped
     (with its data view) without release is released by its consumer's next recv, process
     or close (with a `state_dir`, recorded as taken: :meth:`abandon` one the application did
     not take). Release on the thread that uses the consumer.
@@ -992,7 +993,14 @@ class Message:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self.release()
+        # Left by an exception, with a `state_dir`: the application did not take the message
+        # (its write failed, say), and a release would record it as taken: given up instead,
+        # it comes again after a restart. (The durable position cannot pass it anyway.)
+        consumer = self._lease.consumer
+        if exc_type is not None and consumer is not None and consumer._durable:
+            self.abandon()
+        else:
+            self.release()
 
     def __repr__(self):
         state = " released" if self._lease.released else ""
@@ -1041,6 +1049,7 @@ class Consumer(_Handle):
                 raise ValueError("Consumer(state_dir=''): a directory for the durable position "
                                  "(created if missing), or None for none")
             options.state_dir = state_dir
+        self._durable = state_dir is not None  # a message's with block abandons on an exception
         self._leases = weakref.WeakSet()  # messages out, not released
         self._deferred = deque()  # _Message structs of messages dropped without release
         h = _H()

@@ -744,7 +744,7 @@ def durable_checks(directory):
         return
     check("Consumer(state_dir=...): release(app_position) is kept durable; app_position and "
           "resume_seq read it back; a bad app_position is refused before the release; an "
-          "abandoned message comes again",
+          "abandoned message comes again, and so does one whose with block raised",
           durable_positions, topology, directory)
     check("an application consumer with a state_dir killed (SIGKILL) twice, then with the "
           "relay before it: its file is byte-equal to the %d messages sent" % DURABLE_MESSAGES,
@@ -763,9 +763,21 @@ def durable_positions(topology, directory):
         expect(c.app_position == (1 << 64) - 1 and c.resume_seq(41) == 3,
                "reopened: app_position %d, resume_seq %d; expected 2**64-1 and 3"
                % (c.app_position, c.resume_seq(41)))
-        with c.recv(timeout=RECV_TIMEOUT) as m:  # b replays the abandoned one
+        try:
+            with c.recv(timeout=RECV_TIMEOUT) as m:  # b replays the abandoned one
+                expect((m.origin, m.seq, bytes(m.data)) == (41, 3, b"m3"),
+                       "after the abandon: origin %d seq %d" % (m.origin, m.seq))
+                raise OSError(28, "No space left on device")  # the application's write
+        except OSError:
+            pass
+    with hoprelay.Consumer(topology, "c", state_dir=state) as c:
+        # Its with block left by an exception: abandoned, not recorded as taken.
+        expect(c.resume_seq(41) == 3, "after the exception: resume_seq %d, not 3"
+               % c.resume_seq(41))
+        with c.recv(timeout=RECV_TIMEOUT) as m:
             expect((m.origin, m.seq, bytes(m.data)) == (41, 3, b"m3"),
-                   "after the abandon: origin %d seq %d" % (m.origin, m.seq))
+                   "after the exception in its with block: origin %d seq %d"
+                   % (m.origin, m.seq))
     with hoprelay.Consumer(topology, "c") as c:
         expect(c.app_position == 0, "no state_dir: app_position %d" % c.app_position)
     try:
