@@ -123,12 +123,16 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
   if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) {
     if (rc != HOPRELAY_ETIMEDOUT) return rc;
     // What it waited for: without this, a message that needs the whole ring looks stuck.
+    if (buffers_.empty()) {  // opened without waiting, the head never welcomed it
+      return fail(rc, std::string(last_error()) + " (not admitted by " + head_->name +
+                          " yet: hoprelay_producer_wait_connected waits for that)");
+    }
     return fail(rc, std::string(last_error()) + " (a message of " + std::to_string(data.size()) +
-                        " bytes takes " + std::to_string(chunks) + " of the head's " +
-                        std::to_string(buffers_.size()) + " slots; " +
+                        " bytes takes " + std::to_string(chunks) + " of the producer's " +
+                        std::to_string(buffers_.size()) + " buffers, two per slot of the head; " +
                         std::to_string(free_.size()) +
-                        " are free, the others hold messages not yet acknowledged: a consumer "
-                        "holding messages, or a slow pipeline)");
+                        " are free, the others hold messages not yet acknowledged or waiting for "
+                        "the head's credits: a consumer holding messages, or a slow pipeline)");
   }
   const uint64_t s = next_seq_++;
   size_t offset = 0;
@@ -294,9 +298,13 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
   refused_.clear();
   if (memory_) return;
   // Memory is registered with the device the first connection opened (verbs has none
-  // before). One buffer per credit the head grants: never more in flight than it can take.
+  // before). Two buffers per credit the head grants: the link never has more in flight than
+  // the head can take, and the second ring's worth waits in the queue for credits. With one, a
+  // message as large as the head's ring (the largest the pipeline takes) could be copied in
+  // only once every frame before it was acknowledged: between two such messages the whole
+  // pipeline drained and filled again.
   chunk_size_ = std::min(chunk_size_, link.max_payload());
-  const uint32_t n = link.credits();
+  const uint32_t n = 2 * link.credits();
   const size_t stride = (size_t{chunk_size_} + 63) & ~size_t{63};
   memory_ = transport_->allocate(stride * n);
   buffers_.resize(n);

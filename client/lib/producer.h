@@ -1,5 +1,6 @@
 // libhoprelay's producer: one link to a head node, a pool of send buffers in memory the
-// transport registered (one per credit the head grants), and every message kept in its
+// transport registered (two per credit the head grants: a message as large as the head's
+// ring is taken while the one before it is still on its way), and every message kept in its
 // buffers until the head acknowledges it. When the link drops, the transport hands back what
 // was not acknowledged (on_returned) and reconnects; the buffers go again, in their order.
 //

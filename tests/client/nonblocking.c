@@ -3,8 +3,9 @@
  * once, so the consumer in this process is the node the producer sends to: neither handle can
  * make progress unless the loop below drives both (the library has no thread of its own).
  * Half the messages go by send (copies, some larger than a slot: chunks), half by reserve /
- * commit (zero copy). Checks every payload, the order, the end of the stream, and that EAGAIN
- * is what a full pipe says.
+ * commit (zero copy). The first two are as large as the head's whole ring, sent before the
+ * head runs: the library takes both at once. Checks every payload, the order, the end of the
+ * stream, and that EAGAIN is what a full pipe says.
  *
  *   nonblocking TOPOLOGY NODE COUNT     (exit 0 and "nonblocking: ok ..." on success) */
 #include <hoprelay/client.h>
@@ -21,8 +22,13 @@
     exit(1);                          \
   } while (0)
 
+/* The first two messages are as large as the head's ring (kWholeRing), the others 1 byte ..
+ * 2.5 slots: whole messages and chunked ones. */
+static size_t whole_ring;
+enum { kWholeRing = 2 };
+
 static size_t size_of(uint64_t seq, size_t slot) {
-  /* 1 byte .. 2.5 slots: whole messages and chunked ones */
+  if (seq < kWholeRing) return whole_ring;
   return 1 + (size_t)((seq * 7919) % (slot * 5 / 2));
 }
 
@@ -60,8 +66,32 @@ int main(int argc, char** argv) {
     hoprelay_consumer_process(c);
   }
   const size_t slot = hoprelay_producer_max_reserve(p); /* the topology's, before the welcome */
-  unsigned char* copy = malloc(slot * 3);
+  whole_ring = hoprelay_producer_max_message(p);
+  unsigned char* copy = malloc(whole_ring > slot * 3 ? whole_ring : slot * 3);
   uint64_t sent = 0, received = 0, eagain = 0;
+  /* Two messages of the head's whole ring are taken at once (the second waits in the library
+   * for credits, behind the first), while the head (the consumer here) is not driven: nothing
+   * is acknowledged meanwhile. A third message waits: EAGAIN. */
+  for (; sent < kWholeRing; ++sent) {
+    fill(copy, whole_ring, sent);
+    rc = hoprelay_producer_send(p, copy, whole_ring, 0, NULL, 0);
+    if (rc)
+      FAIL(
+          "message %llu of the whole ring (%zu bytes) with the one before it unacknowledged: "
+          "%s: %s",
+          (unsigned long long)sent, whole_ring, hoprelay_strerror(rc), hoprelay_last_error());
+  }
+  if ((rc = hoprelay_producer_send(p, copy, 1, 0, NULL, 0)) != HOPRELAY_EAGAIN)
+    FAIL("a message after two of the whole ring: %s, not EAGAIN", hoprelay_strerror(rc));
+  /* Waiting, its timeout says for what. */
+  if ((rc = hoprelay_producer_send(p, copy, whole_ring, 0, NULL, 50)) != HOPRELAY_ETIMEDOUT)
+    FAIL("a third message of the whole ring: %s, not ETIMEDOUT", hoprelay_strerror(rc));
+  char want[160];
+  snprintf(want, sizeof want,
+           "takes %zu of the producer's %zu buffers, two per slot of the head; 0 are free",
+           whole_ring / slot, 2 * (whole_ring / slot));
+  if (!strstr(hoprelay_last_error(), want))
+    FAIL("the timeout says \"%s\", not what it waits for (%s)", hoprelay_last_error(), want);
   int closing = 0, ended = 0;
   /* A copy of the message released last: releasing it again must say ESTATE, even when the
    * library has handed its place to the next message (it reuses them). */

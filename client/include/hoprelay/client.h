@@ -179,8 +179,11 @@ int hoprelay_producer_open(const char* topology, const char* head,
 
 /* Sends a copy of `length` bytes (0 to hoprelay_producer_max_message()) as the next message;
  * *seq (if not null) gets its sequence number. `data` may be reused when the call returns.
- * Waits up to timeout_ms for buffer space (the head's credits). A message larger than the
- * head's slots travels as chunks. ETOOBIG: larger than the pipeline takes (nothing sent). */
+ * Waits up to timeout_ms for buffer space: the library keeps two buffers per slot of the head
+ * (registered memory, over verbs), so a message as large as the head's ring is taken while the
+ * one before it is still on its way, and waits for the head's credits in the library. A
+ * message larger than the head's slots travels as chunks. ETOOBIG: larger than the pipeline
+ * takes (nothing sent). */
 int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
                            uint64_t* seq, int timeout_ms);
 
