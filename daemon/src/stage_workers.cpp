@@ -82,14 +82,22 @@ StageWorkers::StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage
 
 StageWorkers::~StageWorkers() {
   stop_.store(true);
-  wake_workers(static_cast<ptrdiff_t>(workers_.size()));
+  for (auto& w : workers_) w->wake.release();
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
   }
 }
 
-void StageWorkers::wake_workers(ptrdiff_t n) {
-  wake_.release(n);
+void StageWorkers::wake_one() {
+  // The sleeper is claimed (asleep cleared) by the one who wakes it, so that the next job wakes
+  // another. A worker counted in sleepers_ but claimed already runs every published job before
+  // it sleeps again: a job never waits for a worker that nobody wakes.
+  for (auto& w : workers_) {
+    if (w->asleep.exchange(false)) {
+      w->wake.release();
+      return;
+    }
+  }
 }
 
 void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, bool staged) {
@@ -114,7 +122,7 @@ void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, b
     // seq_cst against the workers' sleepers_ (a Dekker pair): either this sees a sleeper and
     // wakes it, or the sleeper sees this job before it sleeps.
     published_.store(p + 1);
-    if (sleepers_.load() > 0) wake_workers(1);
+    if (sleepers_.load() > 0) wake_one();
   }
   collect();
 }
@@ -135,7 +143,7 @@ void StageWorkers::collect() {
 }
 
 bool StageWorkers::lend_a_hand() {
-  // Every worker is busy (none sleeps) and a job waits for one: the loop, which would
+  // Every worker runs a job and another waits for one: the loop, which would
   // otherwise wait for the oldest, runs it with its own instance (the caller runs). With N
   // workers on N cores, a worker preempted by the loop, a producer or a leaf leaves its job
   // waiting while the loop sleeps on the oldest; lending, the loop works instead.
@@ -145,8 +153,10 @@ bool StageWorkers::lend_a_hand() {
   // kLendBudgetNs a call: the links wait for the whole call. Known: sampled on a worker first
   // (a stage that takes 30 ms must not get a call on the loop to find out), and every call
   // the loop makes is timed too, so a stage that slows down is left to the workers at once.
+  // Busy: every worker runs a job it claimed (working_). A worker woken for this job, or
+  // between two jobs, is about to claim it: lending then would only take it from that worker.
   if (loop_stage_ == nullptr || loop_.now_ns() == last_lend_ns_ || stage_ns_ == 0 ||
-      stage_ns_ > kLendBudgetNs || sleepers_.load() > 0) {
+      stage_ns_ > kLendBudgetNs || working_.load() < static_cast<int>(workers_.size())) {
     return false;
   }
   StageJob* job = claim();
@@ -184,6 +194,7 @@ StageJob* StageWorkers::claim() {
 void StageWorkers::work(Worker& w, StageJob& job) {
   run_stage(*w.stage, job);
   w.processed.store(w.processed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  working_.fetch_sub(1);  // before done: the loop that sees it done must not count this worker
   job.done.store(true);
   if (!loop_notified_.exchange(true)) wakeup_->notify();
 }
@@ -221,14 +232,19 @@ void StageWorkers::run(Worker& w, int cpu) {
     busy_.fetch_add(1);
     if (w.flush.exchange(false)) w.stage->flush();
     StageJob* job = claim();
-    if (job) work(w, *job);
+    if (job) {
+      working_.fetch_add(1);
+      work(w, *job);
+    }
     busy_.fetch_sub(1);
     if (job) continue;
+    w.asleep.store(true);
     sleepers_.fetch_add(1);
     if (published_.load() == claimed_.load() && !stop_.load() && !w.flush.load()) {
-      wake_.acquire();
+      w.wake.acquire();
     }
     sleepers_.fetch_sub(1);
+    w.asleep.store(false);
   }
 }
 
@@ -250,8 +266,13 @@ void StageWorkers::set_stages(std::vector<stages::Stage*> stages, stages::Stage*
 }
 
 void StageWorkers::request_flush() {
-  for (auto& w : workers_) w->flush.store(true);
-  wake_workers(static_cast<ptrdiff_t>(workers_.size()));
+  // Each worker its own wake-up: with one semaphore for all, one worker could take every
+  // permit and leave another asleep with its flush asked, and quiesce() (a reload) waited for
+  // that flush with the loop that would wake it held: the node hung.
+  for (auto& w : workers_) {
+    w->flush.store(true);
+    w->wake.release();
+  }
 }
 
 }  // namespace hoprelay::daemon

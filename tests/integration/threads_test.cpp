@@ -164,6 +164,30 @@ TEST(ThreadsReload, StageChangesBetweenMessagesWithWorkersRunning) {
   EXPECT_EQ(b.duplicates, 0);
 }
 
+// An idle node with threads = 2 reloads a changed stage, again and again (the helper found
+// it hung at the first: both workers' flush wake-ups taken by one of them, the reload waiting
+// for the other's flush with the loop that would wake it held; SIGTERM did not stop it).
+TEST(ThreadsReload, AnIdleNodeReloadsItsStageWithoutHanging) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}, kCompress, "threads = 2"}, {"b", {}, kDecompress}});
+  p.start("a");
+  for (int level : {5, 7, 3}) {
+    std::this_thread::sleep_for(1500ms);  // ticks: the workers asked to flush, idle
+    p.change([&](std::vector<NodeDef>& nodes) {
+      nodes[0].stage =
+          "{ plugin = \"zstd\", mode = \"compress\", level = " + std::to_string(level) + " }";
+    });
+    const size_t before = lines_with(p.proc("a").output(), "topology reloaded");
+    p.proc("a").signal(SIGHUP);
+    ASSERT_TRUE(wait_until(
+        [&] { return lines_with(p.proc("a").output(), "topology reloaded") > before; }, 10s))
+        << "level " << level << ":\n"
+        << p.proc("a").output();
+  }
+  p.proc("a").signal(SIGTERM);
+  EXPECT_EQ(p.proc("a").wait(10s), 0) << p.proc("a").output();
+}
+
 // A plugin built against stage ABI minor 2 (before the thread capabilities) runs unchanged on a
 // node with threads = 2: on its event loop alone, said so in the log, every message through.
 TEST(ThreadsAbi, APluginOfMinorTwoRunsUnchangedOnTheEventLoop) {

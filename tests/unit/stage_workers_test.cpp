@@ -180,6 +180,39 @@ TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
   EXPECT_EQ(finished, slots.size());
 }
 
+// A flush asked of idle workers reaches each of them, and quiesce() (a reload) returns: with
+// one semaphore for all workers, one could take every wake-up and leave another asleep with
+// its flush asked, and quiesce waited for it forever (a SIGHUP reload hung the node).
+std::atomic<int> g_flushes{0};
+void counting_flush(void*) {
+  g_flushes.fetch_add(1);
+}
+const hoprelay_stage_descriptor kFlushCounting{HOPRELAY_STAGE_ABI_MAJOR,
+                                               HOPRELAY_STAGE_ABI_MINOR,
+                                               sizeof(hoprelay_stage_descriptor),
+                                               "flush-counting",
+                                               nullptr,
+                                               gated_create,
+                                               gated_process,
+                                               counting_flush,
+                                               gated_destroy,
+                                               HOPRELAY_STAGE_THREADSAFE,
+                                               nullptr};
+
+TEST(StageWorkers, EveryIdleWorkerTakesItsFlushAndQuiesceReturns) {
+  transport::EventLoop loop;
+  auto type = std::make_shared<stages::StageType>(&kFlushCounting, nullptr, "test");
+  stages::Stage stage(type, "n", {});
+  StageWorkers workers(loop, {&stage, &stage}, &stage, 64, 64, {}, [](StageJob&) {});
+  g_flushes.store(0);
+  constexpr int kRounds = 300;
+  for (int i = 0; i < kRounds; ++i) {
+    workers.request_flush();
+    workers.quiesce();  // hung here on the old code, within a few rounds
+  }
+  EXPECT_EQ(g_flushes.load(), 2 * kRounds);  // each worker once a round
+}
+
 // Before any call was timed (a start, or a reload: another stage), the loop does not know what
 // a call costs, so it does not lend: a stage of 30 ms would hold every link that long. Once a
 // worker has timed one, it does.

@@ -94,6 +94,10 @@ class StageWorkers {
     stages::Stage* stage = nullptr;
     std::atomic<uint64_t> processed{0};
     std::atomic<bool> flush{false};
+    // Its own wake-up (request_flush must reach every worker) and whether it sleeps or is
+    // about to (wake_one picks such a one).
+    std::counting_semaphore<> wake{0};
+    std::atomic<bool> asleep{false};
     std::thread thread;
   };
   class Wakeup;  // the eventfd on the loop
@@ -106,7 +110,7 @@ class StageWorkers {
   bool lend_a_hand();
   void add_sample(uint64_t ns);  // one timed call of the stage, into stage_ns_
   void on_wakeup();
-  void wake_workers(ptrdiff_t n);
+  void wake_one();  // a sleeping worker, for a job just published
 
   transport::EventLoop& loop_;
   stages::Stage* loop_stage_;
@@ -128,10 +132,10 @@ class StageWorkers {
   alignas(64) std::atomic<uint64_t> published_{0};
   alignas(64) std::atomic<uint64_t> claimed_{0};
   alignas(64) std::atomic<int> sleepers_{0};
-  std::counting_semaphore<> wake_{0};
   std::atomic<bool> loop_notified_{false};
   std::atomic<bool> stop_{false};
-  std::atomic<int> busy_{0};  // workers between a claim and its done (quiesce)
+  std::atomic<int> busy_{0};     // workers awake, touching their stage or a job (quiesce)
+  std::atomic<int> working_{0};  // workers running a job they claimed (lend_a_hand)
   std::unique_ptr<Wakeup> wakeup_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
