@@ -198,6 +198,17 @@ void zstd_warnings(const Topology& t, std::vector<Diagnostic>& out) {
     return "";  // passthrough and zstd relays forward them as they are; plugins may know
   };
   warn_reached(t, compressed_by, say, out);
+  // A leaf that compresses what it is to hand over (the modes swapped, most often).
+  for (const NodeSpec& n : t.nodes) {
+    if (n.is_leaf() && zstd_mode(n, "compress")) {
+      out.push_back({t.path, n.pos,
+                     "nodes." + n.name + ": a leaf whose own stage compresses (zstd, mode = " +
+                         "\"compress\") hands none of its messages to its application " +
+                         "(hoprelay recv, a consumer: dropped as stage_error). Compress at the " +
+                         "head, and give " + n.name + " mode = \"decompress\"",
+                     true});
+    }
+  }
 }
 
 bool crc32c_mode(const NodeSpec& n, std::string_view mode) {

@@ -297,6 +297,21 @@ TEST(ConfigTest, WarnsWhereZstdCompressedMessagesMeetAStageThatCannotTakeThem) {
   EXPECT_TRUE(example.warnings().empty()) << dump(example.warnings());
 }
 
+// The modes swapped: a leaf that compresses what it is to hand to its application. Nothing
+// was said (validate: ok), and the consumer got no message at all.
+TEST(ConfigTest, WarnsAtALeafWhoseOwnStageCompresses) {
+  const std::string nodes = node("a", "\"b\"", "") +
+                            node("b", "", "stage = { plugin = \"zstd\", mode = \"compress\" }\n");
+  Topology t = parse_topology(with_pipeline(nodes), "t.toml");
+  auto w = t.warnings();
+  ASSERT_EQ(w.size(), 1u) << dump(w);
+  EXPECT_EQ(w[0].format(), "t.toml:" + std::to_string(t.find("b")->pos.line) +
+                               ":1: warning: nodes.b: a leaf whose own stage compresses (zstd, "
+                               "mode = \"compress\") hands none of its messages to its "
+                               "application (hoprelay recv, a consumer: dropped as stage_error). "
+                               "Compress at the head, and give b mode = \"decompress\"");
+}
+
 // A crc32c stamp's trailer comes off where a node verifies it: a consumer or a file-sink with
 // no verify between them and the stamp gets 4 bytes more per message than was sent.
 TEST(ConfigTest, WarnsWhereCrc32cTrailersReachAnApplicationUnverified) {
