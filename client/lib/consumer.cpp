@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "hoprelay/daemon/cpu_pin.h"
 #include "hoprelay/transport/log.h"
 #include "status.h"
 
@@ -18,6 +19,18 @@ spdlog::logger& log() {
 Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node,
                    const std::string& state_dir) {
   const config::NodeSpec* spec = topology->find(node);
+  node_name_ = node;
+  slots_ = spec->slots;
+  // As hoprelayd does: a CPU of `cpu` this process may not run on stops it before anything
+  // starts (the stage workers pin themselves to them; the application's thread is not pinned).
+  for (uint32_t cpu : spec->cpu) {
+    if (std::string why = daemon::cpu_refusal(cpu); !why.empty()) {
+      throw ClientError(HOPRELAY_ECONFIG,
+                        config::Diagnostic{topology->path, spec->cpu_pos,
+                                           "nodes." + node + ".cpu: cannot start: " + why}
+                            .format());
+    }
+  }
   if (!state_dir.empty()) {
     try {
       positions_ = std::make_unique<stages::PositionFile>(state_dir);
@@ -154,9 +167,17 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
                                                                transport::EventLoop::Clock::now());
       if (left.count() <= 0) {
-        return timeout_ms == 0 ? fail(HOPRELAY_EAGAIN, "recv: no message yet")
-                               : fail(HOPRELAY_ETIMEDOUT, "recv: no message within " +
-                                                              std::to_string(timeout_ms) + " ms");
+        if (timeout_ms == 0) return fail(HOPRELAY_EAGAIN, "recv: no message yet");
+        std::string why = "recv: no message within " + std::to_string(timeout_ms) + " ms";
+        if (out_ > 0) {
+          // An application that forgets to release stalls its upstream: say so, not only
+          // that nothing came.
+          why += " (the application holds " + std::to_string(out_) +
+                 " messages it has not released, of the " + std::to_string(slots_) +
+                 " slots of each link into node " + node_name_ +
+                 ": its upstream sends more only as they are released)";
+        }
+        return fail(HOPRELAY_ETIMEDOUT, why);
       }
       wait = std::min(wait, left);
     }
@@ -165,6 +186,7 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   Item* item = ready_.front();
   ready_.pop_front();
   item->out = true;
+  ++out_;
   if (positions_) unreleased_.push_back(item);
   msg = {item->origin, item->flags, item->seq, item->data, item->length, item};
   return HOPRELAY_OK;
@@ -179,6 +201,7 @@ int Consumer::release(hoprelay_message& msg, std::optional<uint64_t> app) {
     return fail(HOPRELAY_ESTATE, "release: not a message from recv, or released already");
   }
   item->out = false;
+  --out_;
   msg.internal_ = nullptr;
   msg.data = nullptr;
   if (positions_) {

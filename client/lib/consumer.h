@@ -62,6 +62,9 @@ class Consumer final : public daemon::Receiver {
   transport::EventLoop loop_;
   std::unique_ptr<daemon::Node> node_;
   std::vector<std::unique_ptr<Item>> items_;
+  size_t out_ = 0;  // items handed to the application, not released (abandoned ones too)
+  std::string node_name_;
+  uint32_t slots_ = 0;  // the node's slots per inbound link (for recv's timeout message)
   std::vector<Item*> free_;
   daemon::RingQueue<Item*> ready_;  // delivered, not received yet, in arrival order
   transport::EventLoop::TimerId tick_ = 0;

@@ -763,10 +763,22 @@ TEST(Pipeline, CpuPinsTheEventLoopThread) {
   EXPECT_NE(r.output.find(p.topology().string() + ":"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(": error: nodes.a.cpu: cannot start: cpu = 4095"), std::string::npos)
       << r.output;
+  // An application's leaf the same (its stage workers would pin themselves there): hoprelay
+  // recv exits 78 with the same words (it opened, warning per worker, before).
+  p.change([](std::vector<NodeDef>& nodes) {
+    nodes[0].extra = "";
+    nodes[1].extra = "threads = 2\ncpu = [0, 4095]";
+    nodes[1].stage = "{ plugin = \"passthrough\" }";
+  });
+  r = run({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "b", "--timeout",
+           "1"});
+  EXPECT_EQ(r.code, 78) << r.output;
+  EXPECT_NE(r.output.find(": error: nodes.b.cpu: cannot start: cpu = 4095"), std::string::npos)
+      << r.output;
 
   // A stage that refuses its parameters at start (the validator cannot try a path): the same.
   p.change([](std::vector<NodeDef>& nodes) {
-    nodes[0].extra = "";
+    nodes[1].extra = "";
     nodes[1].stage = "{ plugin = \"verify-sink\", report = \"/nonexistent/dir/r.json\" }";
   });
   r = run({HOPRELAYD_BIN, "--topology", p.topology().string(), "--node", "b"});

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -50,9 +51,10 @@ class Producer {
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;
 
-  // Status codes: HOPRELAY_OK, or ETIMEDOUT / EAGAIN / ETOOBIG... (hoprelay_last_error()).
-  int send(std::span<const std::byte> data, int flags = 0, uint64_t* seq = nullptr,
-           int timeout_ms = -1) {
+  // Status codes: HOPRELAY_OK, or ETIMEDOUT / EAGAIN / ETOOBIG... (hoprelay_last_error()):
+  // a message refused (too large, say) is not sent, so the status must be looked at.
+  [[nodiscard]] int send(std::span<const std::byte> data, int flags = 0, uint64_t* seq = nullptr,
+                         int timeout_ms = -1) {
     return hoprelay_producer_send(p_, data.data(), data.size(), flags, seq, timeout_ms);
   }
   // The reserved buffer, or an empty span with the status in *status.
@@ -63,7 +65,7 @@ class Producer {
     if (rc != HOPRELAY_OK) return {};
     return {static_cast<std::byte*>(buffer), length};
   }
-  int commit(size_t length, int flags = 0, uint64_t* seq = nullptr) {
+  [[nodiscard]] int commit(size_t length, int flags = 0, uint64_t* seq = nullptr) {
     return hoprelay_producer_commit(p_, length, flags, seq);
   }
   int flush(int timeout_ms = -1) { return hoprelay_producer_flush(p_, timeout_ms); }
@@ -101,22 +103,34 @@ class Producer {
 
 class Consumer;
 
-// A received message (or end-of-stream mark), released when it goes out of scope.
+namespace detail {
+// The consumer handle, shared by a Consumer and the Messages it handed out: a Message that
+// outlives its Consumer (declared before it, say) finds the handle closed and releases nothing
+// (not acknowledged, the message comes again to the node's next consumer) instead of calling
+// into a freed handle. One per Consumer; a Message holds a reference (no allocation).
+struct ConsumerHandle {
+  hoprelay_consumer* c = nullptr;
+};
+}  // namespace detail
+
+// A received message (or end-of-stream mark), released when it goes out of scope. Its data is
+// the consumer's slot: valid until it is released, and never after its Consumer was closed.
 class Message {
  public:
   Message() = default;
   ~Message() { release(); }
-  Message(Message&& o) noexcept : c_(std::exchange(o.c_, nullptr)), m_(o.m_) {}
+  Message(Message&& o) noexcept : h_(std::move(o.h_)), m_(o.m_) {}
   Message& operator=(Message&& o) noexcept {
     release();
-    c_ = std::exchange(o.c_, nullptr);
+    h_ = std::move(o.h_);
     m_ = o.m_;
     return *this;
   }
   Message(const Message&) = delete;
   Message& operator=(const Message&) = delete;
 
-  explicit operator bool() const { return c_ != nullptr; }
+  // A message not yet released, whose Consumer is open.
+  explicit operator bool() const { return h_ && h_->c; }
   bool end() const { return (m_.flags & HOPRELAY_MESSAGE_END) != 0; }
   uint32_t origin() const { return m_.origin; }
   uint64_t seq() const { return m_.seq; }
@@ -124,39 +138,43 @@ class Message {
     return {static_cast<const std::byte*>(m_.data), m_.length};
   }
   void release() {
-    if (c_) hoprelay_consumer_release(std::exchange(c_, nullptr), &m_);
+    if (auto h = std::exchange(h_, nullptr); h && h->c) hoprelay_consumer_release(h->c, &m_);
   }
   // Release with the application's own position (a state_dir consumer keeps it, durable).
-  int release_at(uint64_t app_position) {
-    return c_ ? hoprelay_consumer_release_at(std::exchange(c_, nullptr), &m_, app_position)
-              : HOPRELAY_OK;
+  // ESTATE when its Consumer was closed first (nothing released: the message comes again).
+  [[nodiscard]] int release_at(uint64_t app_position) {
+    auto h = std::exchange(h_, nullptr);
+    if (!h) return HOPRELAY_OK;
+    return h->c ? hoprelay_consumer_release_at(h->c, &m_, app_position) : HOPRELAY_ESTATE;
   }
   // Gives the message up without releasing it, for an application that could not take it (a
   // write failed): it is not acknowledged, keeps its slots until the Consumer is closed, and
   // comes again to the next consumer of this node. The destructor would release it.
-  void abandon() { c_ = nullptr; }
+  void abandon() { h_.reset(); }
 
  private:
   friend class Consumer;
-  hoprelay_consumer* c_ = nullptr;
+  std::shared_ptr<detail::ConsumerHandle> h_;
   hoprelay_message m_{};
 };
 
 class Consumer {
  public:
   Consumer(const std::string& topology, const std::string& node,
-           const hoprelay_consumer_options* options = nullptr) {
-    if (int rc = hoprelay_consumer_open(topology.c_str(), node.c_str(), options, &c_)) {
+           const hoprelay_consumer_options* options = nullptr)
+      : h_(std::make_shared<detail::ConsumerHandle>()) {
+    if (int rc = hoprelay_consumer_open(topology.c_str(), node.c_str(), options, &h_->c)) {
       throw_last(rc);
     }
   }
-  // Every Message must be gone (released) before its Consumer.
+  // Messages still out are not released (they come again to the node's next consumer); one
+  // that outlives its Consumer releases nothing and its data must not be read.
   ~Consumer() {
-    if (c_) hoprelay_consumer_close(c_);
+    if (h_ && h_->c) hoprelay_consumer_close(std::exchange(h_->c, nullptr));
   }
-  Consumer(Consumer&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Consumer(Consumer&& o) noexcept : h_(std::move(o.h_)) {}
   Consumer& operator=(Consumer&& o) noexcept {
-    std::swap(c_, o.c_);
+    std::swap(h_, o.h_);
     return *this;
   }
   Consumer(const Consumer&) = delete;
@@ -165,19 +183,19 @@ class Consumer {
   // The next message, or an empty one with the status (ETIMEDOUT, EAGAIN) in *status.
   Message recv(int timeout_ms = -1, int* status = nullptr) {
     Message m;
-    int rc = hoprelay_consumer_recv(c_, &m.m_, timeout_ms);
+    int rc = hoprelay_consumer_recv(get(), &m.m_, timeout_ms);
     if (status) *status = rc;
-    if (rc == HOPRELAY_OK) m.c_ = c_;
+    if (rc == HOPRELAY_OK) m.h_ = h_;
     return m;
   }
-  int fd() const { return hoprelay_consumer_fd(c_); }
-  int process() { return hoprelay_consumer_process(c_); }
-  uint64_t app_position() const { return hoprelay_consumer_app_position(c_); }
-  uint64_t resume_seq(uint32_t origin) const { return hoprelay_consumer_resume_seq(c_, origin); }
-  hoprelay_consumer* get() const { return c_; }
+  int fd() const { return hoprelay_consumer_fd(get()); }
+  int process() { return hoprelay_consumer_process(get()); }
+  uint64_t app_position() const { return hoprelay_consumer_app_position(get()); }
+  uint64_t resume_seq(uint32_t origin) const { return hoprelay_consumer_resume_seq(get(), origin); }
+  hoprelay_consumer* get() const { return h_ ? h_->c : nullptr; }
 
  private:
-  hoprelay_consumer* c_ = nullptr;
+  std::shared_ptr<detail::ConsumerHandle> h_;
 };
 
 }  // namespace hoprelay
