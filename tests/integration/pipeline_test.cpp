@@ -770,8 +770,8 @@ TEST(Pipeline, CpuPinsTheEventLoopThread) {
     nodes[1].extra = "threads = 2\ncpu = [0, 4095]";
     nodes[1].stage = "{ plugin = \"passthrough\" }";
   });
-  r = run({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "b", "--timeout",
-           "1"});
+  r = run(
+      {HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "b", "--timeout", "1"});
   EXPECT_EQ(r.code, 78) << r.output;
   EXPECT_NE(r.output.find(": error: nodes.b.cpu: cannot start: cpu = 4095"), std::string::npos)
       << r.output;

@@ -72,6 +72,16 @@ struct OpenGateAtEnd {
   ~OpenGateAtEnd() { g_gate.store(true); }
 };
 
+// Submits `slot` (origin 1) and waits up to 10 s until a worker holds it at the gate.
+bool held_by_a_worker(StageWorkers& workers, NoLink& link, transport::Slot& slot) {
+  workers.submit(link, slot, true);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  return g_held.load() == 1;
+}
+
 // Quick jobs (origin 2, seq 1000 and up) through the workers until one of them was timed: the
 // loop lends only to a stage whose time it knows.
 void warm_up(transport::EventLoop& loop, StageWorkers& workers, NoLink& link,
@@ -115,12 +125,7 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
     slots[i].origin = i == 0 ? 1 : 2;  // the first one holds the one worker
     slots[i].seq = i;
   }
-  workers.submit(link, slots[0], true);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_EQ(g_held.load(), 1) << "the worker never took the first job";
+  ASSERT_TRUE(held_by_a_worker(workers, link, slots[0])) << "the worker never took the first job";
   for (size_t i = 1; i < slots.size(); ++i) workers.submit(link, slots[i], true);
   // The worker is busy: the loop runs the three others, one per reading of its clock.
   for (int i = 0; i < 1000 && workers.processed_on_loop() < 3; ++i) {
@@ -163,12 +168,8 @@ TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
   ASSERT_EQ(finished, kSlow);
   const uint64_t lent = workers.processed_on_loop();
   // The worker held, three quick jobs waiting: the loop does not lend to this stage.
-  workers.submit(link, slots[kSlow], true);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_EQ(g_held.load(), 1) << "the worker never took the held job";
+  ASSERT_TRUE(held_by_a_worker(workers, link, slots[kSlow]))
+      << "the worker never took the held job";
   for (size_t i = kSlow + 1; i < slots.size(); ++i) workers.submit(link, slots[i], true);
   for (int i = 0; i < 20; ++i) {
     loop.run_once(1ms);
@@ -239,12 +240,8 @@ TEST(StageWorkers, TheLoopLendsOnlyOnceAWorkerHasTimedTheStageAgainAfterAReload)
   auto held_then_three_not_lent = [&](size_t first, const char* when) {
     g_gate.store(false);
     g_held.store(0);
-    workers.submit(link, slots[first], true);
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(1ms);
-    }
-    ASSERT_EQ(g_held.load(), 1) << when << ": the worker never took the held job";
+    ASSERT_TRUE(held_by_a_worker(workers, link, slots[first]))
+        << when << ": the worker never took the held job";
     for (size_t i = first + 1; i < first + 4; ++i) workers.submit(link, slots[i], true);
     for (int i = 0; i < 20; ++i) {
       loop.run_once(1ms);
@@ -264,12 +261,7 @@ TEST(StageWorkers, TheLoopLendsOnlyOnceAWorkerHasTimedTheStageAgainAfterAReload)
   g_held.store(0);
   std::vector<transport::Slot> more(slots.begin(), slots.begin() + 4);
   for (size_t i = 0; i < more.size(); ++i) more[i].seq = 100 + i;
-  workers.submit(link, more[0], true);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (g_held.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_EQ(g_held.load(), 1) << "the worker never took the held job";
+  ASSERT_TRUE(held_by_a_worker(workers, link, more[0])) << "the worker never took the held job";
   for (size_t i = 1; i < more.size(); ++i) workers.submit(link, more[i], true);
   for (int i = 0; i < 1000 && workers.processed_on_loop() < 3; ++i) {
     loop.run_once(1ms);
