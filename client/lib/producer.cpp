@@ -198,9 +198,16 @@ int Producer::flush(int timeout_ms) {
   loop_.run_pending();
   int rc = wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush");
   if (rc != HOPRELAY_ETIMEDOUT) return rc;
-  return fail(rc, std::string(last_error()) + " (" + std::to_string(sent_ - acked_) +
-                      " messages not yet acknowledged by " + head_->name +
+  return fail(rc, std::string(last_error()) + " (" + unacknowledged_words() +
                       ": a consumer holding messages, or a slow or stopped pipeline)");
+}
+
+std::string Producer::unacknowledged_words() const {
+  // After end(), flush waits for the end-of-stream mark too: "0 messages" alone would read as
+  // nothing left to wait for.
+  std::string words = std::to_string(sent_ - acked_) + " messages";
+  if (end_sent_ && !ended_) words += " and the end-of-stream mark";
+  return words + " not yet acknowledged by " + head_->name;
 }
 
 int Producer::wait_connected(int timeout_ms) {
@@ -250,6 +257,13 @@ int Producer::end(int timeout_ms) {
 int Producer::close(int timeout_ms) {
   int rc = end(timeout_ms);
   closing_ = true;
+  // Said here, not when the link goes down: a link that is down already (the head stopped,
+  // or never admitted us) does not go down again, and its frames would be given up unsaid.
+  if (!ended_ && (sent_ > acked_ || end_sent_)) {
+    log().warn("closing with {}: given up ({}; the consumers may or may not have them)",
+               unacknowledged_words(),
+               link_ && link_->up() ? "the link is up" : "the link is down");
+  }
   if (link_) link_->close();
   loop_.run_pending();
   return rc;
@@ -316,16 +330,8 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
 }
 
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
-  if (ended_) return;  // closed at the end
-  if (closing_) {      // close() before the end was acknowledged: it returns ETIMEDOUT
-    if (!queue_.empty()) {
-      log().warn(
-          "closed with {} frames not acknowledged by {}: given up (the consumers may or "
-          "may not have them)",
-          queue_.size(), head_->name);
-    }
-    return;
-  }
+  if (ended_) return;    // closed at the end
+  if (closing_) return;  // close() before the end was acknowledged: it warned, ETIMEDOUT
   // Frames not acknowledged come back to the queue with those not sent yet: all go once the
   // head is back. Nothing waiting (a head stopped by plan, after acknowledging everything):
   // not a warning.

@@ -105,6 +105,8 @@ class Producer final : public transport::LinkEvents {
   transport::Outcome* take_outcome();
   void give_back(transport::Outcome*& o);
   void pump();  // posts what the queue holds, in order, as far as credits go
+  // "N messages [and the end-of-stream mark] not yet acknowledged by HEAD", for errors.
+  std::string unacknowledged_words() const;
 
   std::shared_ptr<const config::Topology> topology_;
   const config::NodeSpec* head_;

@@ -36,6 +36,13 @@ static void fill(unsigned char* p, size_t n, uint64_t seq) {
   for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(seq * 31 + i);
 }
 
+/* The last warning a producer logged. */
+static char warned[512];
+static void keep_warning(void* user, int level, const char* line) {
+  (void)user;
+  if (level >= HOPRELAY_CLIENT_LOG_WARN) snprintf(warned, sizeof warned, "%s", line);
+}
+
 int main(int argc, char** argv) {
   if (argc != 4) FAIL("usage: nonblocking TOPOLOGY NODE COUNT");
   const char* topology = argv[1];
@@ -92,7 +99,7 @@ int main(int argc, char** argv) {
            whole_ring / slot, 2 * (whole_ring / slot));
   if (!strstr(hoprelay_last_error(), want))
     FAIL("the timeout says \"%s\", not what it waits for (%s)", hoprelay_last_error(), want);
-  int closing = 0, ended = 0;
+  int closing = 0, ended = 0, flushed_end = 0;
   /* A copy of the message released last: releasing it again must say ESTATE, even when the
    * library has handed its place to the next message (it reuses them). */
   struct hoprelay_message stale;
@@ -130,6 +137,18 @@ int main(int argc, char** argv) {
         closing = 1;
       else if (rc != HOPRELAY_EAGAIN)
         FAIL("end: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+      struct hoprelay_producer_stats st;
+      hoprelay_producer_stats(p, &st);
+      if (rc == HOPRELAY_EAGAIN && st.acknowledged == count && !flushed_end) {
+        /* Every message acknowledged: the end mark is out, and a flush waits for it (the
+         * consumer is not driven meanwhile) and says so. */
+        if ((rc = hoprelay_producer_flush(p, 1)) != HOPRELAY_ETIMEDOUT)
+          FAIL("flush with the end mark out: %s, not ETIMEDOUT", hoprelay_strerror(rc));
+        if (!strstr(hoprelay_last_error(),
+                    "0 messages and the end-of-stream mark not yet acknowledged by solo"))
+          FAIL("flush with the end mark out says \"%s\"", hoprelay_last_error());
+        flushed_end = 1;
+      }
     }
     /* Take what arrived. */
     struct hoprelay_message m;
@@ -171,10 +190,37 @@ int main(int argc, char** argv) {
     if (p) hoprelay_producer_process(p);
     hoprelay_consumer_process(c);
   }
-  free(copy);
-  hoprelay_consumer_close(c);
   if (received != count)
     FAIL("received %llu of %llu", (unsigned long long)received, (unsigned long long)count);
+  if (!flushed_end) FAIL("the end mark was never seen waiting");
+
+  /* A producer whose head goes away with two of its messages unacknowledged, closed then:
+   * the close gives them up and says so, although its link was down already. */
+  po.log = keep_warning;
+  po.log_level = HOPRELAY_CLIENT_LOG_WARN;
+  if ((rc = hoprelay_producer_open(topology, node, &po, &p)))
+    FAIL("second producer_open: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+  for (int tries = 0; (rc = hoprelay_producer_wait_connected(p, 0)) != HOPRELAY_OK; ++tries) {
+    if (rc != HOPRELAY_EAGAIN || tries > 1000)
+      FAIL("second wait_connected: %s", hoprelay_last_error());
+    struct pollfd head = {hoprelay_consumer_fd(c), POLLIN, 0};
+    poll(&head, 1, 10);
+    hoprelay_consumer_process(c);
+  }
+  for (int i = 0; i < 2; ++i) {
+    if ((rc = hoprelay_producer_send(p, copy, 1, 0, NULL, 0)))
+      FAIL("second producer, send %d: %s: %s", i, hoprelay_strerror(rc), hoprelay_last_error());
+  }
+  hoprelay_consumer_close(c); /* the head goes away, nothing acknowledged */
+  for (int i = 0; i < 20; ++i) hoprelay_producer_process(p), poll(NULL, 0, 5); /* sees it */
+  warned[0] = 0;
+  if ((rc = hoprelay_producer_close(p, 50)) != HOPRELAY_ETIMEDOUT)
+    FAIL("close with the head gone: %s, not ETIMEDOUT", hoprelay_strerror(rc));
+  if (!strstr(warned,
+              "closing with 2 messages not yet acknowledged by solo: given up (the link "
+              "is down"))
+    FAIL("close with the head gone and 2 messages unacknowledged warned \"%s\"", warned);
+  free(copy);
   printf("nonblocking: ok, %llu messages sent and received in order, %llu EAGAIN\n",
          (unsigned long long)count, (unsigned long long)eagain);
   return eagain > 0 ? 0 : 1;

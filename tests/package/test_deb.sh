@@ -42,6 +42,11 @@ for f in "usr/lib/$arch/libhoprelay.so.1" "usr/lib/$arch/libhoprelay.so" \
   usr/include/hoprelay/client.hpp usr/lib/python3/dist-packages/hoprelay/__init__.py; do
   [[ -e $root/$f ]] || fail "$f missing from the packages"
 done
+# The library's file carries the header's ABI version (libhoprelay.so.MAJOR.MINOR.0).
+abi=$(awk '/^#define HOPRELAY_CLIENT_VERSION_(MAJOR|MINOR) / {printf "%s%s", sep, $3; sep = "."}' \
+  "$root/usr/include/hoprelay/client.h")
+[[ $(readlink "$root/usr/lib/$arch/libhoprelay.so.1") == "libhoprelay.so.$abi.0" ]] ||
+  fail "libhoprelay.so.1 points at $(readlink "$root/usr/lib/$arch/libhoprelay.so.1"), not libhoprelay.so.$abi.0 (ABI $abi)"
 exported=$(nm -D --defined-only "$root/usr/lib/$arch/libhoprelay.so.1" | awk '$2 == "T" {print $3}' |
   grep -vc '^hoprelay_' || true)
 [[ $exported == 0 ]] || fail "libhoprelay exports $exported symbols outside hoprelay_*"

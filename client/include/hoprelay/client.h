@@ -254,7 +254,8 @@ int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms);
 
 /* hoprelay_producer_end() with timeout_ms, then closes the link and frees the handle,
  * whatever it returns. ETIMEDOUT: messages (or the end mark) were still unacknowledged; if
- * messages were, no end mark was sent (the stream did not end whole). */
+ * messages were, no end mark was sent (the stream did not end whole). They are given up, with
+ * a warning through the log callback that says how many, whether the link was up or not. */
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms);
 
 /* Frees the handle at once: no flush and no end-of-stream mark (the consumers do not learn
