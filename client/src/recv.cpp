@@ -100,9 +100,14 @@ int run_recv(const RecvOptions& o) {
     // A durable recv keeps its output as long as its position says, and a state directory
     // with no position yet says 0 bytes: a file with bytes in it would be cut to nothing (a
     // recv run without --state-dir before, whose messages were acknowledged and are gone).
+    // No position yet: no positions file, or an empty one (the consumer creates it when it
+    // opens, so a durable recv stopped before its first message leaves one).
     struct stat st {};
-    if (!std::filesystem::exists(std::filesystem::path(o.state_dir) / "positions") &&
-        ::stat(o.output.c_str(), &st) == 0 && st.st_size > 0) {
+    std::error_code ec;
+    const auto positions = std::filesystem::path(o.state_dir) / "positions";
+    const bool no_position =
+        !std::filesystem::exists(positions, ec) || std::filesystem::file_size(positions, ec) == 0;
+    if (no_position && ::stat(o.output.c_str(), &st) == 0 && st.st_size > 0) {
       std::fprintf(stderr,
                    "hoprelay recv: %s holds %lld bytes and %s no position yet: a recv with a "
                    "new --state-dir starts its output afresh and would cut it to 0 bytes. A "

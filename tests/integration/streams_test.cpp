@@ -305,6 +305,16 @@ TEST(Streams, ADurableRecvWithANewStateDirRefusesAnOutputThatHoldsBytes) {
   EXPECT_NE(recv.output().find("give another --output"), std::string::npos) << recv.output();
   EXPECT_EQ(size_of(out), 5u);
   EXPECT_FALSE(fs::exists(state));
+  // A durable recv stopped before its first message leaves an empty positions file (the
+  // consumer creates it when it opens): still no position, still refused.
+  fs::create_directories(state);
+  std::ofstream(state / "positions").flush();
+  Process again({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "c",
+                 "--output", out.string(), "--state-dir", state.string()},
+                dir / "again.log");
+  EXPECT_EQ(again.wait(30s), 2) << again.output();
+  EXPECT_NE(again.output().find(" no position yet"), std::string::npos) << again.output();
+  EXPECT_EQ(size_of(out), 5u);
 }
 
 // Records of random lengths, 0 bytes to more than a slot (16 KiB: chunks), one per message.
