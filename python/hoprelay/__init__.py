@@ -981,13 +981,23 @@ class Message:
         finally:
             consumer._lock.release()
 
-    def abandon(self):
+    def abandon(self, _cause=None):
         """Gives the message up unreleased: it is not acknowledged and comes again to whoever
         runs the node next (this consumer keeps its slot until it closes). For an application
-        that could not take it (its write failed) and stops. Its data must not be read after.
+        that could not take it (its write failed) and stops: nothing after it can be
+        acknowledged (acknowledgements go in order), so the consumer's next :meth:`recv`
+        raises :class:`StateError` saying so; close the consumer and open it again to have the
+        message again. To skip a message instead, release it. Its data must not be read after.
         A message merely dropped is released instead (by the consumer's next call), which with
         a `state_dir` records it as taken: abandon what the application did not take."""
-        self._lease.invalidate()
+        lease = self._lease
+        if lease.released:
+            return
+        lease.invalidate()
+        consumer = lease.consumer
+        if consumer is not None and consumer._abandoned is None:
+            consumer._abandoned = "message %d of origin %d was abandoned%s" % (
+                self.seq, self.origin, _cause or "")
 
     def __enter__(self):
         return self
@@ -998,7 +1008,7 @@ class Message:
         # it comes again after a restart. (The durable position cannot pass it anyway.)
         consumer = self._lease.consumer
         if exc_type is not None and consumer is not None and consumer._durable:
-            self.abandon()
+            self.abandon(" (its with block raised %s)" % exc_type.__name__)
         else:
             self.release()
 
@@ -1050,6 +1060,7 @@ class Consumer(_Handle):
                                  "(created if missing), or None for none")
             options.state_dir = state_dir
         self._durable = state_dir is not None  # a message's with block abandons on an exception
+        self._abandoned = None  # what Message.abandon gave up: recv refuses to go on past it
         self._leases = weakref.WeakSet()  # messages out, not released
         self._deferred = deque()  # _Message structs of messages dropped without release
         h = _H()
@@ -1069,7 +1080,18 @@ class Consumer(_Handle):
 
     def recv(self, timeout=None):
         """The next message (or end-of-stream mark), waiting up to `timeout` seconds (None:
-        as long as it takes; 0: never). Raises :class:`Timeout` when none came in time."""
+        as long as it takes; 0: never). Raises :class:`Timeout` when none came in time, and
+        :class:`StateError` once a message was abandoned (see :meth:`Message.abandon`)."""
+        if self._abandoned is not None and self._h is not None:
+            raise StateError(ESTATE, "recv: %s: nothing after it can be acknowledged "
+                             "(acknowledgements go in order), so this consumer would stall once "
+                             "the node's slots fill. Close it and open it again to have the "
+                             "message again%s; to skip a message instead, release it (in an "
+                             "except inside its with block)" % (
+                                 self._abandoned, " (with the state_dir, nothing released "
+                                 "before is handed over twice)" if self._durable else
+                                 " (without a state_dir, what was released after it comes "
+                                 "again too)"))
         msg = _Message()
         self._call_wait(_consumer_recv, timeout, ctypes.byref(msg))
         return Message(self, msg)

@@ -744,7 +744,8 @@ def durable_checks(directory):
         return
     check("Consumer(state_dir=...): release(app_position) is kept durable; app_position and "
           "resume_seq read it back; a bad app_position is refused before the release; an "
-          "abandoned message comes again, and so does one whose with block raised",
+          "abandoned message comes again, and so does one whose with block raised (recv refuses "
+          "to go on past it)",
           durable_positions, topology, directory)
     check("an application consumer with a state_dir killed (SIGKILL) twice, then with the "
           "relay before it: its file is byte-equal to the %d messages sent" % DURABLE_MESSAGES,
@@ -770,6 +771,10 @@ def durable_positions(topology, directory):
                 raise OSError(28, "No space left on device")  # the application's write
         except OSError:
             pass
+        # Nothing after it could be acknowledged: the consumer says so rather than stall.
+        expect_error(lambda: c.recv(timeout=RECV_TIMEOUT), hoprelay.ESTATE,
+                     "recv: message 3 of origin 41 was abandoned (its with block raised "
+                     "OSError): nothing after it can be acknowledged", hoprelay.StateError)
     with hoprelay.Consumer(topology, "c", state_dir=state) as c:
         # Its with block left by an exception: abandoned, not recorded as taken.
         expect(c.resume_seq(41) == 3, "after the exception: resume_seq %d, not 3"
@@ -807,10 +812,16 @@ def durable_releases(c, p):
         except cls as e:
             expect("app_position" in str(e), "%r does not name app_position" % str(e))
     expect(not first.released, "a refused release released the message")
-    first.release(app_position=1000)
     c.recv(timeout=RECV_TIMEOUT).release(app_position=(1 << 64) - 1)
     c.recv(timeout=RECV_TIMEOUT).release()  # keeps the previous number
-    c.recv(timeout=RECV_TIMEOUT).abandon()  # not taken: comes again, not recorded
+    last = c.recv(timeout=RECV_TIMEOUT)
+    # Two released behind the first: recorded (and acknowledged) only in order, after it.
+    expect_error(lambda: c.recv(timeout=0.2), hoprelay.ETIMEDOUT,
+                 "(the application holds 2 messages it has not released, and 2 it released "
+                 "after them wait for them to be recorded in order, of the 32 slots",
+                 hoprelay.Timeout)
+    first.release(app_position=1000)
+    last.abandon()  # not taken: comes again, not recorded
     for bad, cls in ((-1, ValueError), (1 << 32, ValueError), ("1", TypeError)):
         try:
             c.resume_seq(bad)
