@@ -349,6 +349,11 @@ int hoprelay_consumer_release_at(hoprelay_consumer* c, struct hoprelay_message* 
   return call(c, [&](auto& impl) { return impl.release(*msg, app_position); });
 }
 
+int hoprelay_consumer_abandon(hoprelay_consumer* c, struct hoprelay_message* msg) {
+  if (!msg) return fail(HOPRELAY_EINVAL, "abandon: msg is null");
+  return call(c, [&](auto& impl) { return impl.abandon(*msg); });
+}
+
 uint64_t hoprelay_consumer_app_position(const hoprelay_consumer* c) {
   return c && c->impl ? c->impl->app_position() : 0;
 }

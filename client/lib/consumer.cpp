@@ -104,6 +104,7 @@ Consumer::Item& Consumer::take_item() {
   }
   Item* item = free_.back();
   free_.pop_back();
+  item->abandoned = false;
   return *item;
 }
 
@@ -157,6 +158,15 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   // Messages delivered by the last loop iteration are handed out without a system call; the
   // loop runs when they are all out, and then sends the credits of every release since in
   // one go (a daemon's loop iteration batches the same way).
+  if (!abandoned_.empty()) {
+    return fail(HOPRELAY_ESTATE,
+                "recv: " + abandoned_ +
+                    " was abandoned: nothing received after it can be acknowledged "
+                    "(acknowledgements go in order), so this consumer would stall once node " +
+                    node_name_ +
+                    "'s slots fill. Close the consumer and open it again to have that message "
+                    "again; to skip a message instead, release it");
+  }
   if (ready_.empty()) loop_.run_once(std::chrono::milliseconds(0));
   if (!lost_.empty()) return fail_lost("recv");
   while (ready_.empty()) {
@@ -198,14 +208,22 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   return HOPRELAY_OK;
 }
 
-int Consumer::release(hoprelay_message& msg, std::optional<uint64_t> app) {
+Consumer::Item* Consumer::out_item(const hoprelay_message& msg, const char* what) {
   auto* item = static_cast<Item*>(msg.internal_);
   // Items are reused: a stale copy of a released message may point at one that now holds
   // another message, which it must not release.
-  if (!item || !item->out || item->origin != msg.origin || item->seq != msg.seq ||
-      item->flags != msg.flags) {
-    return fail(HOPRELAY_ESTATE, "release: not a message from recv, or released already");
+  if (!item || !item->out || item->abandoned || item->origin != msg.origin ||
+      item->seq != msg.seq || item->flags != msg.flags) {
+    fail(HOPRELAY_ESTATE,
+         std::string(what) + ": not a message from recv, or released (or abandoned) already");
+    return nullptr;
   }
+  return item;
+}
+
+int Consumer::release(hoprelay_message& msg, std::optional<uint64_t> app) {
+  Item* item = out_item(msg, "release");
+  if (!item) return HOPRELAY_ESTATE;
   item->out = false;
   --out_;
   msg.internal_ = nullptr;
@@ -218,6 +236,21 @@ int Consumer::release(hoprelay_message& msg, std::optional<uint64_t> app) {
   if (item->held) node_->release_delivered(*std::exchange(item->held, nullptr));
   free_.push_back(item);
   return HOPRELAY_OK;  // the credit goes out with the next recv or process that runs the loop
+}
+
+int Consumer::abandon(hoprelay_message& msg) {
+  Item* item = out_item(msg, "abandon");
+  if (!item) return HOPRELAY_ESTATE;
+  // Still out: its slot stays held (unacknowledged) until the consumer closes, and with a
+  // state_dir the position never passes it, so a restarted consumer gets it again.
+  item->abandoned = true;
+  msg.internal_ = nullptr;
+  msg.data = nullptr;
+  if (abandoned_.empty()) {
+    abandoned_ =
+        "message " + std::to_string(item->seq) + " of origin " + std::to_string(item->origin);
+  }
+  return HOPRELAY_OK;
 }
 
 void Consumer::advance() {

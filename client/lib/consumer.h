@@ -31,6 +31,9 @@ class Consumer final : public daemon::Receiver {
   // `app`: the application's own position after this message (kept with the durable one);
   // none (a plain release) keeps the one recorded last.
   int release(hoprelay_message& msg, std::optional<uint64_t> app);
+  // Gives a message up unreleased (it comes again to the node's next consumer); recv refuses
+  // from then on, since nothing after it can be acknowledged.
+  int abandon(hoprelay_message& msg);
   uint64_t resume_seq(uint32_t origin) const { return positions_ ? positions_->next(origin) : 0; }
   uint64_t app_position() const { return positions_ ? positions_->app() : 0; }
   uint64_t skipped() const { return skipped_; }
@@ -53,9 +56,13 @@ class Consumer final : public daemon::Receiver {
     transport::Slot* held = nullptr;  // null for an end mark from the durable position
     std::vector<std::byte> copy;      // a reassembled message's bytes
     bool out = false;                 // handed to the application, not released
+    bool abandoned = false;           // given up by the application: out for good
     std::optional<uint64_t> app;      // released with this application position (state_dir)
   };
   Item& take_item();
+  // The item of a message handed out and neither released nor abandoned, or null (and
+  // ESTATE said) for anything else: a stale copy, a message released already.
+  Item* out_item(const hoprelay_message& msg, const char* what);
   // Makes what was released durable, then acknowledges it (stages/position_file.h).
   void commit();
 
@@ -81,6 +88,7 @@ class Consumer final : public daemon::Receiver {
   bool commit_scheduled_ = false;
   std::string commit_error_;  // a commit that failed: every call reports it
   std::string lost_;          // the RDMA device went away: every call reports it
+  std::string abandoned_;     // "message S of origin O": recv refuses to go on past it
   int fail_lost(const char* what);
   uint64_t skipped_ = 0;  // taken already (by an earlier run): not handed over again
   void schedule_tick();

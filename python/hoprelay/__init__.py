@@ -68,7 +68,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 2
+VERSION_MINOR = 3
 
 OK = 0
 EINVAL = -1
@@ -305,6 +305,9 @@ _consumer_open = _declare("hoprelay_consumer_open", _c_int, ctypes.c_char_p, cty
 _consumer_recv = _declare("hoprelay_consumer_recv", _c_int, _H, _P(_Message), _c_int)
 _consumer_release = _declare("hoprelay_consumer_release", _c_int, _H, _P(_Message))
 _consumer_release_at = _declare("hoprelay_consumer_release_at", _c_int, _H, _P(_Message), _c_u64)
+# Since 1.3; with an older library the module keeps the refusal to itself (Consumer.recv).
+_consumer_abandon = (_declare("hoprelay_consumer_abandon", _c_int, _H, _P(_Message))
+                     if hasattr(_lib, "hoprelay_consumer_abandon") else None)
 _consumer_app_position = _declare("hoprelay_consumer_app_position", _c_u64, _H)
 _consumer_resume_seq = _declare("hoprelay_consumer_resume_seq", _c_u64, _H, _c_u32)
 _consumer_fd = _declare("hoprelay_consumer_fd", _c_int, _H)
@@ -993,8 +996,18 @@ class Message:
         lease = self._lease
         if lease.released:
             return
-        lease.invalidate()
         consumer = lease.consumer
+        if consumer is None or consumer._h is None or _consumer_abandon is None:
+            lease.invalidate()
+        else:
+            h = consumer._enter()
+            try:
+                lease.invalidate()
+                rc = _consumer_abandon(h, ctypes.byref(lease.msg))
+                if rc != OK:
+                    raise _error(rc)
+            finally:
+                consumer._lock.release()
         if consumer is not None and consumer._abandoned is None:
             consumer._abandoned = "message %d of origin %d was abandoned%s" % (
                 self.seq, self.origin, _cause or "")

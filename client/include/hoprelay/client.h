@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 2
+#define HOPRELAY_CLIENT_VERSION_MINOR 3
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -333,6 +333,14 @@ int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg
  * back with hoprelay_consumer_app_position() after a restart. Without a state_dir: release. */
 int hoprelay_consumer_release_at(hoprelay_consumer* c, struct hoprelay_message* msg,
                                  uint64_t app_position);
+/* Since 1.3: gives a message up without releasing it, for an application that could not take
+ * it (its write failed) and stops: not acknowledged, it keeps its slot until the consumer is
+ * closed and comes again to the node's next consumer (with a state_dir, the position never
+ * passes it). Nothing received after it can be acknowledged (acknowledgements go in order),
+ * so from then on recv returns ESTATE, naming the message, instead of stalling once the
+ * node's slots fill: close the consumer and open it again. To skip a message, release it.
+ * ESTATE: not a message from recv, or released or abandoned already. */
+int hoprelay_consumer_abandon(hoprelay_consumer* c, struct hoprelay_message* msg);
 /* Since 1.1: with a state_dir, the app_position of the last durable release (0: none), and
  * one past the highest sequence number of `origin` taken (0: none). Read at start: an
  * application that writes a file truncates it to app_position and appends from there. */

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -110,20 +111,31 @@ namespace detail {
 // into a freed handle. One per Consumer; a Message holds a reference (no allocation).
 struct ConsumerHandle {
   hoprelay_consumer* c = nullptr;
+  bool durable = false;  // opened with a state_dir
 };
 }  // namespace detail
 
 // A received message (or end-of-stream mark), released when it goes out of scope. Its data is
 // the consumer's slot: valid until it is released, and never after its Consumer was closed.
+// Going out of scope because an exception unwinds the scope it was received in, a message of a
+// consumer with a state_dir is abandoned instead (the application did not take it: released,
+// it would be recorded as taken).
 class Message {
  public:
   Message() = default;
-  ~Message() { release(); }
-  Message(Message&& o) noexcept : h_(std::move(o.h_)), m_(o.m_) {}
+  ~Message() {
+    if (h_ && h_->durable && std::uncaught_exceptions() > uncaught_) {
+      abandon();
+    } else {
+      release();
+    }
+  }
+  Message(Message&& o) noexcept : h_(std::move(o.h_)), m_(o.m_), uncaught_(o.uncaught_) {}
   Message& operator=(Message&& o) noexcept {
     release();
     h_ = std::move(o.h_);
     m_ = o.m_;
+    uncaught_ = o.uncaught_;
     return *this;
   }
   Message(const Message&) = delete;
@@ -141,21 +153,26 @@ class Message {
     if (auto h = std::exchange(h_, nullptr); h && h->c) hoprelay_consumer_release(h->c, &m_);
   }
   // Release with the application's own position (a state_dir consumer keeps it, durable).
-  // ESTATE when its Consumer was closed first (nothing released: the message comes again).
+  // ESTATE when its Consumer was closed first (nothing released: the message comes again;
+  // said by the wrapper, so hoprelay_last_error() does not describe it).
   [[nodiscard]] int release_at(uint64_t app_position) {
     auto h = std::exchange(h_, nullptr);
     if (!h) return HOPRELAY_OK;
     return h->c ? hoprelay_consumer_release_at(h->c, &m_, app_position) : HOPRELAY_ESTATE;
   }
   // Gives the message up without releasing it, for an application that could not take it (a
-  // write failed): it is not acknowledged, keeps its slots until the Consumer is closed, and
-  // comes again to the next consumer of this node. The destructor would release it.
-  void abandon() { h_.reset(); }
+  // write failed) and stops (hoprelay_consumer_abandon): it is not acknowledged, keeps its
+  // slot until the Consumer is closed, and comes again to the next consumer of this node; the
+  // Consumer's recv says ESTATE from then on. The destructor would release it.
+  void abandon() {
+    if (auto h = std::exchange(h_, nullptr); h && h->c) (void)hoprelay_consumer_abandon(h->c, &m_);
+  }
 
  private:
   friend class Consumer;
   std::shared_ptr<detail::ConsumerHandle> h_;
   hoprelay_message m_{};
+  int uncaught_ = 0;  // std::uncaught_exceptions() when received
 };
 
 class Consumer {
@@ -166,6 +183,7 @@ class Consumer {
     if (int rc = hoprelay_consumer_open(topology.c_str(), node.c_str(), options, &h_->c)) {
       throw_last(rc);
     }
+    h_->durable = options && options->state_dir && *options->state_dir;
   }
   // Messages still out are not released (they come again to the node's next consumer); one
   // that outlives its Consumer releases nothing and its data must not be read.
@@ -185,7 +203,10 @@ class Consumer {
     Message m;
     int rc = hoprelay_consumer_recv(get(), &m.m_, timeout_ms);
     if (status) *status = rc;
-    if (rc == HOPRELAY_OK) m.h_ = h_;
+    if (rc == HOPRELAY_OK) {
+      m.h_ = h_;
+      m.uncaught_ = std::uncaught_exceptions();
+    }
     return m;
   }
   int fd() const { return hoprelay_consumer_fd(get()); }
