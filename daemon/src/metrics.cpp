@@ -272,6 +272,12 @@ prometheus::Counter& NodeMetrics::replayed(const std::string& peer) {
 prometheus::Gauge& NodeMetrics::credits(const std::string& peer) {
   return credits_->Add({{"peer", peer}});
 }
+void NodeMetrics::forget_downstream(const std::string& peer) {
+  link_up_->Remove(&link_up_->Add({{"peer", peer}, {"direction", "out"}}));
+  queued_->Remove(&queued_->Add({{"peer", peer}}));
+  credits_->Remove(&credits_->Add({{"peer", peer}}));
+}
+
 prometheus::Gauge& NodeMetrics::link_slots_in_use(const std::string& peer) {
   return link_slots_->Add({{"peer", peer}});
 }

@@ -805,6 +805,7 @@ void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
   d.open = false;
   d.metrics.up->Set(0);
   link_went_down(d);
+  give_up_removed(d);
 }
 
 void Node::link_went_down(Downstream& d) {
@@ -863,6 +864,20 @@ void Node::start_dropping(Downstream& d) {
   drop_waiting(d);
 }
 
+void Node::give_up_removed(Downstream& d) {
+  if (!d.retiring || d.dropping || (d.link && d.link->up())) return;
+  // Removed by a reload while down: no node of the topology will take its messages any more,
+  // and held for it they would hold their slots (and the upstream's credits) for good.
+  node_log().warn(
+      "downstream {} was removed from the topology while {}: giving up the {} message{} "
+      "waiting for it (peer_down; producers are told through their outcomes)",
+      d.name, d.was_up ? "down" : "not up", d.waiting.size(), d.waiting.size() == 1 ? "" : "s");
+  d.dropping = true;
+  d.dropped_while_down = 0;
+  drop_waiting(d);
+  retire_if_done(d);
+}
+
 void Node::stop_dropping(Downstream& d, std::string_view now_what) {
   d.dropping = false;
   node_log().info("downstream {} {} ({} messages were dropped for it)", d.name, now_what,
@@ -880,8 +895,9 @@ void Node::drop_waiting(Downstream& d) {
     if (!(s->flags & transport::kFlagEnd)) {  // an end mark is not a message
       ++dropped;
       if (dropped == 1) {
-        detail_ = "downstream " + d.name + " down longer than " +
-                  config::duration_text(spec_->peer_down_timeout);
+        detail_ = d.retiring ? "downstream " + d.name + " removed from the topology while down"
+                             : "downstream " + d.name + " down longer than " +
+                                   config::duration_text(spec_->peer_down_timeout);
       }
       record_drop(*s, transport::DropReason::kPeerDown, detail_, true);
     }
@@ -889,8 +905,10 @@ void Node::drop_waiting(Downstream& d) {
   }
   if (dropped == 0) return;
   dropped_peer_down_.add(dropped);
-  warn_drop("peer_down", d.name, "its downstream is down longer than peer_down_timeout", origin,
-            seq, dropped);
+  warn_drop("peer_down", d.name,
+            d.retiring ? "its downstream was removed from the topology while down"
+                       : "its downstream is down longer than peer_down_timeout",
+            origin, seq, dropped);
   d.dropped_while_down += dropped;
   if (d.retiring) retire_if_done(d);
 }
@@ -995,11 +1013,23 @@ void Node::retire_if_done(Downstream& d) {
     auto it = std::find_if(downstream_.begin(), downstream_.end(),
                            [&](const auto& p) { return p.get() == dying; });
     if (it == downstream_.end() || !done(**it)) return;  // re-added, or busy again
-    node_log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
+    if (dying->dropped_while_down == 0) {
+      node_log().info("downstream {} removed: everything sent to it was acknowledged",
+                      dying->name);
+    } else {
+      node_log().info("downstream {} removed: {} message{} routed to it were given up while it "
+                      "was down, the rest was acknowledged",
+                      dying->name, dying->dropped_while_down,
+                      dying->dropped_while_down == 1 ? "" : "s");
+    }
     if (dying->link) dying->link->close();
     cancel_peer_down(*dying);  // after close(), which reports the link down
-    dying->metrics.up->Set(0);
+    const std::string name = dying->name;
     downstream_.erase(it);
+    // Its series go with it: a link_up of 0 for a peer removed on purpose would fire
+    // HoprelayLinkDown for good, and nothing samples its queue or credits any more. (Its
+    // counters stay: the data path's handles to them live as long as the node.)
+    metrics_->forget_downstream(name);
   });
 }
 
@@ -1069,6 +1099,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
     if (!listed) {
       if (!d->retiring) removed.push_back(d->name);
       d->retiring = true;
+      if (started_) give_up_removed(*d);
       retire_if_done(*d);
     } else {
       d->retiring = false;
@@ -1102,6 +1133,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   bool drop_after = n->on_peer_down == config::OnPeerDown::kDropAfter;
   auto now = transport::EventLoop::Clock::now();
   for (auto& d : downstream_) {
+    if (d->retiring) continue;  // gives up what it holds while down, whatever the policy
     if (d->dropping && !drop_after) {
       stop_dropping(*d, "still down: holding its messages again (on_peer_down = block)");
     } else if (d->dropping && now - d->down_since < n->peer_down_timeout) {

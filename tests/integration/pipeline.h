@@ -101,6 +101,12 @@ class Pipeline {
     argv.insert(argv.end(), extra.begin(), extra.end());
     procs_[name] = std::make_unique<Process>(std::move(argv), dir_ / (name + ".log"));
   }
+  // kill -9, for good: stop_all() leaves it out.
+  void crash(const std::string& name) {
+    procs_.at(name)->signal(SIGKILL);
+    procs_.at(name)->wait(5s);
+    procs_.erase(name);
+  }
   // kill -9, then start again and wait until it serves metrics.
   void crash_and_restart(const std::string& name, std::chrono::milliseconds down = 200ms) {
     procs_.at(name)->signal(SIGKILL);

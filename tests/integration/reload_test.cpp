@@ -3,6 +3,7 @@
 // a message in flight.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 
 #include "harness.h"
@@ -155,6 +156,65 @@ TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
   EXPECT_EQ(c2.missing, 0);
   EXPECT_EQ(c2.duplicates, 0);
   EXPECT_EQ(c2.corrupt, 0);
+}
+
+// A downstream removed while it is down (killed): what was routed to it waits for a node that
+// no topology will bring back, holding b's slots, so the producer stalled for good with
+// nothing said, whatever on_peer_down. Now b gives those messages up at the reload (counted
+// as peer_down, each producer told through its outcomes), the other branch gets everything,
+// the removal's log line says what was given up (it said "everything sent to it was
+// acknowledged"), and c2's gauges go (link_up 0 would fire HoprelayLinkDown for good).
+TEST(Reload, ADownstreamRemovedWhileDownGivesUpItsMessagesAndItsSeries) {
+  TempDir dir;
+  constexpr uint64_t kCount = 3000;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b", {"c1", "c2"}, "{ plugin = \"passthrough\" }", "route = \"broadcast\""},
+                   {"c1", {}, sink(dir, "c1")},
+                   {"c2", {}, sink(dir, "c2")}});
+  p.start_all();
+  ASSERT_TRUE(p.out_link_up("b", "c2"));
+  p.crash("c2");
+  auto producer = p.start_send("a", kCount, 200);
+  // b's slots all held for c2: the stream stands still.
+  ASSERT_TRUE(wait_until(
+      [&] { return metric_value(scrape(p.node("b").metrics), "hoprelay_slots_in_use") == 32; },
+      15s));
+  p.change([](auto& nodes) { nodes[1].downstream = {"c1"}; });
+  p.proc("b").signal(SIGHUP);
+  EXPECT_EQ(producer->wait(60s), 3) << producer->output();  // 3: some messages were dropped
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c1", kCount); }, 10s));
+  ASSERT_TRUE(b_logs(p, "downstream c2 was removed from the topology while down: giving up the "))
+      << p.proc("b").output();
+  // Every message routed to c2 was given up there, and each was delivered to c1.
+  const std::string out = producer->output();
+  const std::string at = " messages dropped at b: peer_down (downstream c2 removed from the "
+                         "topology while down)";
+  const size_t pos = out.find(at);
+  ASSERT_NE(pos, std::string::npos) << out;
+  const size_t start = out.rfind("hoprelay send: ", pos) + std::strlen("hoprelay send: ");
+  const long long dropped = std::stoll(out.substr(start));
+  EXPECT_GT(dropped, 0) << out;
+  EXPECT_NE(out.find("hoprelay send: " + std::to_string(dropped) +
+                     " of the dropped messages were delivered on other branches"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(b_logs(p, "downstream c2 removed: " + std::to_string(dropped) +
+                            " messages routed to it were given up while it was down"))
+      << p.proc("b").output();
+  const std::string b = scrape(p.node("b").metrics);
+  EXPECT_EQ(metric_value(b, "hoprelay_messages_dropped_total", "reason=\"peer_down\""),
+            static_cast<double>(dropped))
+      << b;
+  for (const char* gauge : {"hoprelay_link_up{", "hoprelay_downstream_queued{",
+                            "hoprelay_link_credits{"}) {
+    for (size_t at_line = b.find(gauge); at_line != std::string::npos;
+         at_line = b.find(gauge, at_line + 1)) {
+      const std::string line = b.substr(at_line, b.find('\n', at_line) - at_line);
+      EXPECT_EQ(line.find("peer=\"c2\""), std::string::npos) << line;
+    }
+  }
+  p.stop_all();
+  expect_clean(read_report(dir / "c1.json"), kCount);
 }
 
 // A downstream moved to another address while its link is up with messages in flight on it

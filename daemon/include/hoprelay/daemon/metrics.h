@@ -66,6 +66,8 @@ class NodeMetrics {
   // Frames sent to the peer and not acknowledged when its link failed: sent again.
   prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
+  // A downstream removed by a reload: its gauges (link_up, queued, credits) go.
+  void forget_downstream(const std::string& peer);
   LatencyHistogram& stage_seconds(const std::string& stage);
   // `threads` > 1: messages the stage ran on, per worker thread (how the work spreads).
   // `worker`: "0", "1", ... or "loop" (the event loop's share, StageWorkers::lend_a_hand).
