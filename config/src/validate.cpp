@@ -168,6 +168,7 @@ struct AddressUse {
   std::string_view kind;  // "listen" or "metrics"
   std::string node;
   std::string key;  // "nodes.a.listen"
+  Endpoint endpoint;
 };
 
 class Validator {
@@ -592,7 +593,7 @@ class Validator {
       return std::nullopt;
     }
     addresses_.push_back({e.value_pos, internal::endpoint_identity(*parsed.endpoint), *text,
-                          e.key == "listen" ? "listen" : "metrics", node, name});
+                          e.key == "listen" ? "listen" : "metrics", node, name, *parsed.endpoint});
     return parsed.endpoint;
   }
 
@@ -786,6 +787,26 @@ class Validator {
       const AddressUse& earlier = *it->second;
       error(use.pos, use.key + ": address " + quoted(use.text) + " is already the " +
                          std::string(earlier.kind) + " address of node " + quoted(earlier.node));
+    }
+    // A node's two addresses are on one host: a wildcard one (0.0.0.0, ::) binds its port on
+    // every address there, so the other cannot have that port whatever its host.
+    std::map<std::string, const AddressUse*> listen_of;
+    for (const AddressUse& use : addresses_) {
+      if (use.kind == "listen") listen_of.emplace(use.node, &use);
+    }
+    for (const AddressUse& use : addresses_) {
+      auto it = listen_of.find(use.node);
+      if (use.kind != "metrics" || it == listen_of.end()) continue;
+      const AddressUse& listen = *it->second;
+      if (use.endpoint.port != listen.endpoint.port || use.identity == listen.identity ||
+          !(use.endpoint.is_wildcard() || listen.endpoint.is_wildcard())) {
+        continue;
+      }
+      error(use.pos, use.key + ": port " + std::to_string(use.endpoint.port) +
+                         " is also the port of this node's listen address " + quoted(listen.text) +
+                         ", and " + quoted(use.endpoint.is_wildcard() ? use.text : listen.text) +
+                         " takes it on every address of the host: give the metrics endpoint "
+                         "another port");
     }
   }
 

@@ -636,6 +636,35 @@ listen = "127.0.0.1:9100"
       "nodes.b.listen: address \"127.0.0.1:9100\" is already the metrics address of node \"a\"");
 }
 
+// A node's listen and metrics addresses are on one host: a wildcard one takes its port on
+// every address there (validate said ok; hoprelayd then failed with "in use by another
+// process").
+TEST(ConfigTest, MetricsMayNotShareThePortOfItsNodesWildcardListen) {
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "0.0.0.0:7001"
+metrics = "127.0.0.1:7001"
+)"),
+               5, 11,
+               "nodes.a.metrics: port 7001 is also the port of this node's listen address "
+               "\"0.0.0.0:7001\", and \"0.0.0.0:7001\" takes it on every address of the host: "
+               "give the metrics endpoint another port");
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "127.0.0.1:7001"
+metrics = "[::]:7001"
+)"),
+               5, 11, "and \"[::]:7001\" takes it on every address of the host");
+  // Other nodes may run on other hosts: the same port there is theirs.
+  EXPECT_NO_THROW(parse_topology(with_pipeline(R"([nodes.a]
+listen = "0.0.0.0:7001"
+metrics = "0.0.0.0:9100"
+downstream = ["b"]
+[nodes.b]
+listen = "10.0.0.2:7001"
+metrics = "10.0.0.2:9100"
+)"),
+                                 "t.toml"));
+}
+
 TEST(ConfigTest, DownstreamNotANodeSuggestsANodeName) {
   expect_error(with_pipeline(R"([nodes.source]
 listen = "h:1"
