@@ -45,6 +45,11 @@ inline constexpr std::array<Spelling<OnPeerDown>, 2> kOnPeerDownSpellings{{
     {"drop-after", OnPeerDown::kDropAfter},
 }};
 
+// What a TOML syntax error at line:col most likely is, as words to append to the parser's
+// description (" (the array opened at 6:9 is still open here: a ']' missing?)"), or "".
+std::string syntax_hint(std::string_view text, uint32_t line, uint32_t col,
+                        std::string_view description);
+
 // Optimal-string-alignment distance (Levenshtein plus adjacent transpositions, so "lsiten" is
 // one edit from "listen"), compared case-insensitively.
 size_t edit_distance(std::string_view a, std::string_view b);

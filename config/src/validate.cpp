@@ -182,7 +182,9 @@ class Validator {
       root = toml::parse(text_, std::string_view(path_));
     } catch (const toml::parse_error& e) {
       // The parser cannot go on past a syntax error, so this is the one single-error case.
-      error(pos_of(e.source()), "TOML syntax error: " + std::string(e.description()));
+      const SourcePos at = pos_of(e.source());
+      error(at, "TOML syntax error: " + std::string(e.description()) +
+                    internal::syntax_hint(text_, at.line, at.col, e.description()));
       throw ConfigError(std::move(diagnostics_));
     }
 

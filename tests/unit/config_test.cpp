@@ -665,6 +665,31 @@ metrics = "10.0.0.2:9100"
                                  "t.toml"));
 }
 
+// The parser stops where it cannot go on, lines after an unclosed array, and in its own
+// words: the message adds what the mistake most likely is.
+TEST(ConfigTest, SyntaxErrorsSayWhatIsMostLikelyWrong) {
+  auto node_a = [](const std::string& line) {
+    return with_pipeline("[nodes.a]\n" + line + "\nlisten = \"127.0.0.1:7001\"\n");
+  };
+  expect_error(node_a("downstream = [\"b\", \"c\""), 5, 1,
+               "expected comma or closing ']', saw 'l' (the array opened at 4:14 is still open "
+               "here: a ']' missing?)");
+  expect_error(node_a("bogus = [1,"), 5, 1,
+               "(the array opened at 4:9 is still open here: a ']' missing?)");
+  expect_error(node_a("route = broadcast"), 4, 9,
+               "could not determine value type (strings are quoted in TOML: \"broadcast\")");
+  expect_error(node_a("metrics = \"127.0.0.1:9100"), 4, 26,
+               "(a string that does not end on its line: its closing quote missing?)");
+  expect_error(node_a("stage = { plugin = \"passthrough\""), 4, 33,
+               "(the inline table opened at 4:9 ends on its line: a '}' missing?)");
+  expect_error(node_a("stage = { plugin = \"passthrough }"), 4, 34,
+               "(a string that does not end on its line: its closing quote missing?)");
+  // A table header's brackets, comments and strings with brackets in them are not arrays.
+  expect_error(with_pipeline("# [ not an array\n[nodes.a]\nlisten = \"[::1]:7001\" # ]\n"
+                             "route = round_robin\n"),
+               6, 9, "(strings are quoted in TOML: \"round_robin\")");
+}
+
 TEST(ConfigTest, DownstreamNotANodeSuggestsANodeName) {
   expect_error(with_pipeline(R"([nodes.source]
 listen = "h:1"
