@@ -335,10 +335,12 @@ void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reaso
   // Frames not acknowledged come back to the queue with those not sent yet: all go once the
   // head is back. Nothing waiting (a head stopped by plan, after acknowledging everything):
   // not a warning.
+  // Info either way: the transport has just warned that the link is down (one warning per
+  // event; this line adds what waits).
   if (queue_.empty()) {
     log().info("link to {} down ({}); reconnecting, nothing waits to be sent", head_->name, reason);
   } else {
-    log().warn("link to {} down ({}); reconnecting, {} frames wait to be sent when it is back",
+    log().info("link to {} down ({}); reconnecting, {} frames wait to be sent when it is back",
                head_->name, reason, queue_.size());
   }
 }
