@@ -430,6 +430,24 @@ def _error(status):
 
 # ---- helpers --------------------------------------------------------------------------------
 
+def _int(value, what, lo, hi, meaning):
+    """`value` as an int from `lo` to `hi`: TypeError for what is not an int (a bool neither),
+    ValueError outside the range (a ctypes field or argument would wrap it silently: origin
+    2**32+92 would become 92). `what` names the argument ("Producer(origin=%r)")."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError("%s: an int, %s" % (what % (value,), meaning)) from None
+    if not lo <= value <= hi:
+        raise ValueError("%s: out of range, %s" % (what % (value,), meaning))
+    return value
+
+
+_LEVEL = "LOG_DEBUG (1) to LOG_ERROR (4), lines of that level and above (a C int)"
+
+
 def _ms(timeout):
     """Seconds (None: forever) to the library's milliseconds (-1: forever)."""
     if timeout is None:
@@ -589,8 +607,9 @@ class Producer(_Handle):
     The constructor waits until the head has admitted this producer (up to
     `connect_timeout` seconds; 0: it returns at once and the connection proceeds inside later
     calls, which raise :class:`Refused` if the head refused). `origin` is the origin id every
-    message carries (0: a random one); `first_seq` the first message's sequence number (a
-    restart resumes); `log`, if
+    message carries (0: a random one; an int up to 2**32-1); `first_seq` the first message's
+    sequence number (a restart resumes; up to 2**64-1): a value out of range raises
+    ValueError, one that is not an int TypeError, rather than wrap; `log`, if
     given, a callable(level: int, line: str) called with the handle's log lines of level
     `log_level` and above (connections, reconnections, refusals; never per message), on the
     thread that called into the library, inside that call. `on_outcome`, if given, a
@@ -619,15 +638,18 @@ class Producer(_Handle):
         if connect_timeout is None or connect_timeout < 0:
             raise ValueError("connect_timeout must be 0 or more seconds")
         options = _ProducerOptions()
-        options.origin = origin
-        options.first_seq = first_seq
+        options.origin = _int(origin, "Producer(origin=%r)", 0, (1 << 32) - 1,
+                              "0 (a random one) to 2**32-1")
+        options.first_seq = _int(first_seq, "Producer(first_seq=%r)", 0, (1 << 64) - 1,
+                                 "0 to 2**64-1")
+        options.log_level = _int(log_level, "Producer(log_level=%r)", -(1 << 31), _INT_MAX,
+                                 _LEVEL)
         # The library is opened without waiting; the wait for the head is below, in slices,
         # so that Ctrl-C gets through it (one open with the whole timeout would hold it).
         connect_ms = min(_INT_MAX, math.ceil(connect_timeout * 1000))
         options.connect_timeout_ms = 0 if _producer_wait_connected else connect_ms
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
-        options.log_level = log_level
         self._outcome_cb = None
         if on_outcome is not None:
             if not callable(on_outcome):
@@ -703,6 +725,7 @@ class Producer(_Handle):
         released then). One reservation at a time. Waits up to `timeout` seconds for a free
         buffer.
         """
+        length = _int(length, "reserve(%r)", 0, (1 << 64) - 1, "a length of 1 to max_reserve")
         address = ctypes.c_void_p()
         self._call_wait(_producer_reserve, timeout, length, ctypes.byref(address))
         self._reserved = _view(address.value, length, readonly=False)
@@ -713,6 +736,8 @@ class Producer(_Handle):
         reserved length) as the next message; returns its sequence number."""
         if length is None:
             length = self._reserved.nbytes if self._reserved is not None else 0
+        length = _int(length, "commit(%r)", 0, (1 << 64) - 1,
+                      "a length of 1 to the reserved length")
         seq = _c_u64()
         self._call(_producer_commit, length, SEND_MORE if more else 0, ctypes.byref(seq))
         self._drop_reserved()
@@ -1063,9 +1088,10 @@ class Consumer(_Handle):
     def __init__(self, topology, node, *, state_dir=None, log=None, log_level=LOG_INFO):
         super().__init__()
         options = _ConsumerOptions()
+        options.log_level = _int(log_level, "Consumer(log_level=%r)", -(1 << 31), _INT_MAX,
+                                 _LEVEL)
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
-        options.log_level = log_level
         if state_dir is not None:
             state_dir = os.fsencode(state_dir)
             if not state_dir:
@@ -1119,9 +1145,7 @@ class Consumer(_Handle):
     def resume_seq(self, origin):
         """With a `state_dir`: one past the highest sequence number of `origin` the
         application released durably (0: none): the first one the consumer hands over."""
-        origin = operator.index(origin)
-        if not 0 <= origin < 1 << 32:
-            raise ValueError("resume_seq(%d): an origin is 0 to 2**32-1" % origin)
+        origin = _int(origin, "resume_seq(%r)", 0, (1 << 32) - 1, "an origin is 0 to 2**32-1")
         return self._get(_consumer_resume_seq, origin)
 
     def fileno(self):

@@ -271,6 +271,8 @@ def run(topology, directory, metrics):
 
     check("a producer its head has not admitted yet (connect_timeout=0, no daemon): end, send "
           "and close say so, no crash", unadmitted_producer, topology)
+    check("integer arguments out of range raise ValueError, not an int TypeError: none wraps "
+          "(origin 2**32+92 is not 92)", integer_arguments, topology)
     check("Producer() with no head: Timeout after connect_timeout, naming the head",
           expect_error, lambda: hoprelay.Producer(topology, "a", connect_timeout=0.5),
           hoprelay.ETIMEDOUT, "no connection to a within 500 ms: is hoprelayd running there?",
@@ -586,6 +588,51 @@ def unadmitted_producer(topology):
     expect_error(lambda: producer.close(timeout=0.3), hoprelay.ETIMEDOUT, "the head is down",
                  hoprelay.Timeout)
     expect(producer.closed, "closed after close()")
+
+
+def integer_arguments(topology):
+    origin = "0 (a random one) to 2**32-1"
+    seq = "0 to 2**64-1"
+    level = "LOG_DEBUG (1) to LOG_ERROR (4), lines of that level and above (a C int)"
+    cases = [
+        ({"origin": 2**32 + 92}, ValueError, "Producer(origin=4294967388): out of range, " + origin),
+        ({"origin": -1}, ValueError, "Producer(origin=-1): out of range, " + origin),
+        ({"origin": 1.0}, TypeError, "Producer(origin=1.0): an int, " + origin),
+        ({"origin": True}, TypeError, "Producer(origin=True): an int, " + origin),
+        ({"first_seq": -1}, ValueError, "Producer(first_seq=-1): out of range, " + seq),
+        ({"first_seq": 2**64}, ValueError,
+         "Producer(first_seq=18446744073709551616): out of range, " + seq),
+        ({"first_seq": "5"}, TypeError, "Producer(first_seq='5'): an int, " + seq),
+        ({"log_level": 2**32 + 2}, ValueError,
+         "Producer(log_level=4294967298): out of range, " + level),
+    ]
+    for kwargs, cls, text in cases:
+        try:
+            hoprelay.Producer(topology, "a", **dict({"connect_timeout": 0}, **kwargs))
+            raise AssertionError("Producer(%r) was taken" % kwargs)
+        except cls as e:
+            expect(str(e) == text, "Producer(%r): %r, expected %r" % (kwargs, str(e), text))
+    try:
+        hoprelay.Consumer(topology, "c", log_level=-2**31 - 1)
+        raise AssertionError("Consumer(log_level=-2**31-1) was taken")
+    except ValueError as e:
+        expect(str(e) == "Consumer(log_level=-2147483649): out of range, " + level, str(e))
+    # In range: taken as given (the limits themselves).
+    p = hoprelay.Producer(topology, "a", origin=2**32 - 1, first_seq=2**64 - 1, connect_timeout=0)
+    try:
+        expect(p.origin == 2**32 - 1 and p.next_seq == 2**64 - 1,
+               "origin %d, next_seq %d" % (p.origin, p.next_seq))
+        for fn, text in ((lambda: p.reserve(-1), "reserve(-1): out of range, a length of 1 to "
+                          "max_reserve"),
+                         (lambda: p.commit(-1), "commit(-1): out of range, a length of 1 to the "
+                          "reserved length")):
+            try:
+                fn()
+                raise AssertionError("%s was taken" % text.split(":")[0])
+            except ValueError as e:
+                expect(str(e) == text, "%r, expected %r" % (str(e), text))
+    finally:
+        p.destroy()
 
 
 def producer_done(thread, report):
