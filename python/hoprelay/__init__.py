@@ -605,11 +605,12 @@ class Producer(_Handle):
 
     `topology` is a file path, or the topology's TOML text itself when it contains a newline.
     The constructor waits until the head has admitted this producer (up to
-    `connect_timeout` seconds; 0: it returns at once and the connection proceeds inside later
-    calls, which raise :class:`Refused` if the head refused). `origin` is the origin id every
-    message carries (0: a random one; an int up to 2**32-1); `first_seq` the first message's
-    sequence number (a restart resumes; up to 2**64-1): a value out of range raises
-    ValueError, one that is not an int TypeError, rather than wrap; `log`, if
+    `connect_timeout` seconds; None: as long as it takes; 0: it returns at once and the
+    connection proceeds inside later calls, which raise :class:`Refused` if the head refused;
+    :meth:`wait_connected` waits for it then). `origin` is the origin id every message carries
+    (0: a random one; an int up to 2**32-1); `first_seq` the first message's sequence number (a
+    restart resumes; up to 2**64-1): a value out of range raises ValueError, one that is not
+    an int TypeError, rather than wrap; `log`, if
     given, a callable(level: int, line: str) called with the handle's log lines of level
     `log_level` and above (connections, reconnections, refusals; never per message), on the
     thread that called into the library, inside that call. `on_outcome`, if given, a
@@ -635,8 +636,6 @@ class Producer(_Handle):
     def __init__(self, topology, head, *, origin=0, first_seq=0, connect_timeout=30.0,
                  log=None, log_level=LOG_INFO, on_outcome=None):
         super().__init__()
-        if connect_timeout is None or connect_timeout < 0:
-            raise ValueError("connect_timeout must be 0 or more seconds")
         options = _ProducerOptions()
         options.origin = _int(origin, "Producer(origin=%r)", 0, (1 << 32) - 1,
                               "0 (a random one) to 2**32-1")
@@ -644,10 +643,17 @@ class Producer(_Handle):
                                  "0 to 2**64-1")
         options.log_level = _int(log_level, "Producer(log_level=%r)", -(1 << 31), _INT_MAX,
                                  _LEVEL)
+        try:
+            connect_ms = _ms(connect_timeout)  # -1: None, as long as it takes
+        except ValueError:
+            raise ValueError("Producer(connect_timeout=%r): None (wait as long as it takes) or 0 "
+                             "or more seconds" % (connect_timeout,)) from None
+        self._head = head
         # The library is opened without waiting; the wait for the head is below, in slices,
-        # so that Ctrl-C gets through it (one open with the whole timeout would hold it).
-        connect_ms = min(_INT_MAX, math.ceil(connect_timeout * 1000))
-        options.connect_timeout_ms = 0 if _producer_wait_connected else connect_ms
+        # so that Ctrl-C gets through it (one open with the whole timeout would hold it). An
+        # older library (before 1.2) waits in open, and knows no unbounded wait: ~24 days.
+        options.connect_timeout_ms = (0 if _producer_wait_connected else
+                                      _INT_MAX if connect_ms < 0 else connect_ms)
         self._log_cb = _log_callback(log)  # kept alive as long as the handle
         options.log = self._log_cb
         self._outcome_cb = None
@@ -668,8 +674,8 @@ class Producer(_Handle):
             if rc != OK:
                 raise _error(rc)
             self._h = h.value
-            if connect_ms > 0 and _producer_wait_connected:
-                self._wait_connected(head, connect_ms)
+            if connect_ms != 0 and _producer_wait_connected:
+                self._wait_connected(connect_ms)
         except BaseException:
             # Not shared yet: freed here, not through destroy() and its guard (a Ctrl-C may
             # come anywhere in between).
@@ -678,10 +684,28 @@ class Producer(_Handle):
                 _producer_destroy(h.value)
             raise
 
-    def _wait_connected(self, head, timeout_ms):
-        deadline = time.monotonic() + timeout_ms / 1000
+    def wait_connected(self, timeout=None):
+        """Waits up to `timeout` seconds (None: as long as it takes; 0: never) until the head
+        has admitted this producer; returns at once when it has. For a producer opened with
+        `connect_timeout=0` (the constructor waits for this itself otherwise): until then send
+        and reserve wait for it within their own timeout. Raises :class:`Timeout` when the
+        head did not admit it in time (status ``EAGAIN`` for 0), :class:`Refused` (or
+        :class:`OriginInUse`) when it refused, with its reason. Admitted once: the link may
+        have dropped again since (it reconnects inside later calls, as always)."""
+        if _producer_wait_connected is None:
+            raise VersionError(EVERSION, "wait_connected: libhoprelay %d.%d has no "
+                               "hoprelay_producer_wait_connected (1.2 and later)" % version())
+        self._wait_connected(_ms(timeout))
+
+    def _wait_connected(self, timeout_ms):
+        """In slices (Ctrl-C gets through); timeout_ms -1: as long as it takes."""
+        if timeout_ms == 0:
+            self._call(_producer_wait_connected, 0)
+            return
+        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
         while True:
-            left_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            left_ms = (_SLICE_MS if deadline is None else
+                       max(0, math.ceil((deadline - time.monotonic()) * 1000)))
             h = self._enter()
             try:
                 rc = _producer_wait_connected(h, max(1, min(_SLICE_MS, left_ms)))
@@ -692,9 +716,9 @@ class Producer(_Handle):
                 return
             if rc != ETIMEDOUT:
                 raise error
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 raise Timeout(ETIMEDOUT, "no connection to %s within %d ms: is hoprelayd running "
-                              "there?" % (head, timeout_ms))
+                              "there?" % (self._head, timeout_ms))
 
     def __repr__(self):
         if self._h is None:
@@ -714,8 +738,15 @@ class Producer(_Handle):
         """
         arg, n = _bytes_arg(data)
         seq = _c_u64()
-        self._call_wait(_producer_send, timeout, arg, n, SEND_MORE if more else 0,
-                        ctypes.byref(seq))
+        try:
+            self._call_wait(_producer_send, timeout, arg, n, SEND_MORE if more else 0,
+                            ctypes.byref(seq))
+        except Timeout as e:
+            # The library names its C function; a Python user calls the method.
+            if "hoprelay_producer_wait_connected" in e.message:
+                raise Timeout(e.status, e.message.replace(
+                    "hoprelay_producer_wait_connected", "Producer.wait_connected()")) from None
+            raise
         return seq.value
 
     def reserve(self, length, timeout=None):

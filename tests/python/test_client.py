@@ -273,12 +273,16 @@ def run(topology, directory, metrics):
           "and close say so, no crash", unadmitted_producer, topology)
     check("integer arguments out of range raise ValueError, not an int TypeError: none wraps "
           "(origin 2**32+92 is not 92)", integer_arguments, topology)
+    check("wait_connected() of a producer not admitted (no daemon): Timeout; send's Timeout "
+          "names wait_connected(), not the C function", unadmitted_wait, topology)
     check("Producer() with no head: Timeout after connect_timeout, naming the head",
           expect_error, lambda: hoprelay.Producer(topology, "a", connect_timeout=0.5),
           hoprelay.ETIMEDOUT, "no connection to a within 500 ms: is hoprelayd running there?",
           hoprelay.Timeout)
     check("Ctrl-C while Producer() waits for its head: KeyboardInterrupt then, not after the "
           "30 s connect_timeout", interrupted_connect, topology)
+    check("Producer(connect_timeout=None) waits for its head (as long as it takes, Ctrl-C gets "
+          "through)", interrupted_connect, topology, None)
 
     consumer_log = []
     consumer = check("Consumer(c) opens (listens)", hoprelay.Consumer, topology, "c",
@@ -401,6 +405,8 @@ def outcome_checks(directory):
                   outcome_exception, topology)
             check("on_outcome calling into its own producer: RuntimeError that says so",
                   outcome_reentry, topology)
+            check("connect_timeout=None connects; connect_timeout=0 then wait_connected(): "
+                  "admitted, sends", connected_waits, topology)
         finally:
             stop.set()
             thread.join(RECV_TIMEOUT)
@@ -564,12 +570,12 @@ def hold_all_slots(consumer, topology):
     expect(report.get("done"), "the producer: %s" % report.get("error", "still running"))
 
 
-def interrupted_connect(topology):
+def interrupted_connect(topology, connect_timeout=30):
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
     timer.start()
     try:
-        hoprelay.Producer(topology, "a", connect_timeout=30)
+        hoprelay.Producer(topology, "a", connect_timeout=connect_timeout)
         raise AssertionError("Producer() connected with no hoprelayd running")
     except KeyboardInterrupt:
         pass
@@ -605,6 +611,8 @@ def integer_arguments(topology):
         ({"first_seq": "5"}, TypeError, "Producer(first_seq='5'): an int, " + seq),
         ({"log_level": 2**32 + 2}, ValueError,
          "Producer(log_level=4294967298): out of range, " + level),
+        ({"connect_timeout": -1}, ValueError, "Producer(connect_timeout=-1): None (wait as "
+         "long as it takes) or 0 or more seconds"),
     ]
     for kwargs, cls, text in cases:
         try:
@@ -631,6 +639,39 @@ def integer_arguments(topology):
                 raise AssertionError("%s was taken" % text.split(":")[0])
             except ValueError as e:
                 expect(str(e) == text, "%r, expected %r" % (str(e), text))
+    finally:
+        p.destroy()
+
+
+def unadmitted_wait(topology):
+    p = hoprelay.Producer(topology, "a", connect_timeout=0)
+    try:
+        e = expect_error(lambda: p.wait_connected(timeout=0), hoprelay.EAGAIN, "",
+                         hoprelay.Timeout)
+        expect(str(e) == "HOPRELAY_EAGAIN: connect: would wait", str(e))
+        e = expect_error(lambda: p.wait_connected(timeout=0.3), hoprelay.ETIMEDOUT, "",
+                         hoprelay.Timeout)
+        expect(str(e) == "HOPRELAY_ETIMEDOUT: no connection to a within 300 ms: is hoprelayd "
+               "running there?", str(e))
+        e = expect_error(lambda: p.send(b"x", timeout=0.3), hoprelay.ETIMEDOUT, "",
+                         hoprelay.Timeout)
+        expect(str(e) == "HOPRELAY_ETIMEDOUT: send: timed out after 300 ms (the head is down) "
+               "(not admitted by a yet: Producer.wait_connected() waits for that)", str(e))
+    finally:
+        p.destroy()
+
+
+def connected_waits(topology):
+    with hoprelay.Producer(topology, "head", connect_timeout=None) as p:
+        expect(p.send(b"n" * 10, timeout=RECV_TIMEOUT) == 0, "first seq")
+        p.flush(timeout=RECV_TIMEOUT)
+    p = hoprelay.Producer(topology, "head", connect_timeout=0)
+    try:
+        p.wait_connected()  # None: as long as it takes
+        p.wait_connected(timeout=0)  # admitted already: at once
+        expect(p.send(b"w" * 10, timeout=RECV_TIMEOUT) == 0, "first seq")
+        p.flush(timeout=RECV_TIMEOUT)
+        expect(p.outcomes()["delivered"] == 1, "outcomes %r" % p.outcomes())
     finally:
         p.destroy()
 
