@@ -1,6 +1,7 @@
 /* A producer in C: sends COUNT messages of SIZE bytes to head node HEAD of TOPOLOGY, half by
  * copy (send) and half in place (reserve / commit), then ends its stream. Byte i of message
- * seq is (seq + i) % 251, which consumer.cpp checks.
+ * seq is (seq + i) % 251, which consumer.cpp checks. Empty messages (SIZE 0) all go by send:
+ * reserve takes 1 byte up to one slot of the head (larger ones go by send too, as chunks).
  *
  *   cc producer.c $(pkg-config --cflags --libs hoprelay) -o producer
  *   ./producer TOPOLOGY HEAD COUNT SIZE */
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   unsigned char* copy = malloc(size);
   for (unsigned long n = 0; n < count && rc == HOPRELAY_OK; ++n) {
     uint64_t seq = hoprelay_producer_next_seq(p);
-    if (n % 2 == 0 || size > hoprelay_producer_max_reserve(p)) {
+    if (n % 2 == 0 || size == 0 || size > hoprelay_producer_max_reserve(p)) {
       fill(copy, size, seq);
       rc = hoprelay_producer_send(p, copy, size, HOPRELAY_SEND_MORE, NULL, -1);
     } else {

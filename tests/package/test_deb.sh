@@ -3,7 +3,7 @@
 # installs them into a scratch root (dpkg -x: no change to this machine), runs `hoprelay
 # validate` from it on the example topology it ships, and builds the client examples against
 # the installed library with pkg-config only, then runs producer -> a -> b -> consumer with the
-# installed daemon.
+# installed daemon (messages of 20000, 1000 and 0 bytes).
 #   test_deb.sh BUILD_DIR
 set -euo pipefail
 BUILD=$(cd "${1:?usage: test_deb.sh BUILD_DIR}" && pwd -P)
@@ -165,6 +165,15 @@ ppid=$!
 wait $ppid || fail "second producer"
 grep -q "consumer: 3000 messages, 3000000 bytes, 0 corrupt, 0 out of order" "$root/consumer.out" ||
   fail "consumer said: $(cat "$root/consumer.out")"
+# Empty messages: send takes 0 bytes (reserve does not), and the stream still ends.
+timeout 120 "$root/producer" "$root/t.toml" a 10 0 >"$root/producer.out" 2>&1 &
+ppid=$!
+"$root/consumer" "$root/t.toml" c >"$root/consumer.out" 2>&1 || fail "consumer: $(cat "$root/consumer.out")"
+wait $ppid || fail "producer of empty messages: $(cat "$root/producer.out")"
+grep -qx "producer: origin [0-9]* sent 10 messages" "$root/producer.out" ||
+  fail "producer said: $(cat "$root/producer.out")"
+grep -qx "consumer: 10 messages, 0 bytes, 0 corrupt, 0 out of order" "$root/consumer.out" ||
+  fail "consumer said: $(cat "$root/consumer.out")"
 # Python finds the installed module (not with a sanitized library: python3 is not).
 if ! ldd "$root/usr/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
   PYTHONPATH=$root/usr/lib/python3/dist-packages HOPRELAY_LIBRARY=$root/usr/lib/$arch/libhoprelay.so.1 \
@@ -177,4 +186,4 @@ cmake --install "$BUILD" --prefix "$pfx" >/dev/null || fail "cmake --install --p
 grep -qx "prefix=$pfx" "$pfx/lib/$arch/pkgconfig/hoprelay.pc" ||
   fail "hoprelay.pc under --prefix $pfx says: $(head -1 "$pfx/lib/$arch/pkgconfig/hoprelay.pc")"
 [[ -d $pfx/etc/hoprelay ]] || fail "cmake --install --prefix $pfx made no $pfx/etc/hoprelay"
-echo "test_deb: package $deb installs and validates its example: $out; examples built with pkg-config: 5000 + 3000 messages producer -> a -> b -> consumer, 0 corrupt"
+echo "test_deb: package $deb installs and validates its example: $out; examples built with pkg-config: 5000 + 3000 + 10 empty messages producer -> a -> b -> consumer, 0 corrupt"
