@@ -182,8 +182,7 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
         if (out_ > 0) {
           // An application that forgets to release stalls its upstream: say so, not only
           // that nothing came.
-          why +=
-              " (the application holds " + std::to_string(out_) + " messages it has not released";
+          why += " (the application holds " + counted(out_, "message") + " it has not released";
           // With a state_dir, releases are recorded (and acknowledged) in order: those after
           // an unreleased message wait for it, and hold their slots meanwhile.
           if (const size_t behind = positions_ ? unreleased_.size() - out_ : 0) {

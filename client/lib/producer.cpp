@@ -205,7 +205,7 @@ int Producer::flush(int timeout_ms) {
 std::string Producer::unacknowledged_words() const {
   // After end(), flush waits for the end-of-stream mark too: "0 messages" alone would read as
   // nothing left to wait for.
-  std::string words = std::to_string(sent_ - acked_) + " messages";
+  std::string words = counted(sent_ - acked_, "message");
   if (end_sent_ && !ended_) words += " and the end-of-stream mark";
   return words + " not yet acknowledged by " + head_->name;
 }
@@ -234,8 +234,9 @@ int Producer::end(int timeout_ms) {
     }
     loop_.run_pending();
     if (int rc = wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush", started)) {
-      return fail(rc, std::string(last_error()) + " (" + std::to_string(sent_ - acked_) +
-                          " messages unacknowledged: the end-of-stream mark waits for them)");
+      return fail(rc, std::string(last_error()) + " (" + counted(sent_ - acked_, "message") +
+                          " unacknowledged: the end-of-stream mark waits for " +
+                          (sent_ - acked_ == 1 ? "it)" : "them)"));
     }
     // A producer the head has not admitted yet (opened with connect_timeout 0) has sent
     // nothing, so flush() is done at once, but its buffers come with the link's first welcome.
@@ -260,9 +261,10 @@ int Producer::close(int timeout_ms) {
   // Said here, not when the link goes down: a link that is down already (the head stopped,
   // or never admitted us) does not go down again, and its frames would be given up unsaid.
   if (!ended_ && (sent_ > acked_ || end_sent_)) {
-    log().warn("closing with {}: given up ({}; the consumers may or may not have them)",
-               unacknowledged_words(),
-               link_ && link_->up() ? "the link is up" : "the link is down");
+    const uint64_t given_up = sent_ - acked_ + (end_sent_ ? 1 : 0);  // the end mark too
+    log().warn("closing with {}: given up ({}; the consumers may or may not have {})",
+               unacknowledged_words(), link_ && link_->up() ? "the link is up" : "the link is down",
+               given_up == 1 ? "it" : "them");
   }
   if (link_) link_->close();
   loop_.run_pending();
@@ -359,8 +361,9 @@ void Producer::on_device_lost(std::string_view device) {
 int Producer::fail_lost(const char* what) {
   return fail(HOPRELAY_EUNAVAILABLE,
               std::string(what) + ": RDMA device " + lost_device_ +
-                  " is gone (removed or failed); " + std::to_string(sent_ - acked_) +
-                  " messages sent are not acknowledged. Close this producer and open a new one "
+                  " is gone (removed or failed); " + counted(sent_ - acked_, "message") + " sent " +
+                  (sent_ - acked_ == 1 ? "is" : "are") +
+                  " not acknowledged. Close this producer and open a new one "
                   "once a device serves " +
                   head_->listen.to_string() +
                   " again (with the same origin it resumes). The device itself stays in use "

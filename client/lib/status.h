@@ -3,6 +3,7 @@
 // state shared between threads or handles).
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +16,11 @@ int fail(int status, std::string message);
 // Clears it (a call that succeeds leaves the text of an older failure otherwise).
 void clear_error();
 const char* last_error();
+
+// "1 message", "2 messages": a count with its noun, for the texts above.
+inline std::string counted(uint64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
 
 // Setup failures (open) inside the library: caught at the C boundary and turned into
 // fail(status, what()).

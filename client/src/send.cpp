@@ -431,11 +431,11 @@ int report_interrupted(Producer& p, bool ending) {
                  name, static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin());
   } else {
     std::fprintf(stderr,
-                 "hoprelay send: interrupted (%s): %llu messages sent, %llu acknowledged (origin "
+                 "hoprelay send: interrupted (%s): %llu message%s sent, %llu acknowledged (origin "
                  "%u). No end-of-stream mark was sent: the consumers wait for the rest of the "
                  "stream. To resume, send the same input again with --origin %u --resume (the "
                  "messages the head has already are not sent again)\n",
-                 name, static_cast<unsigned long long>(stats.sent),
+                 name, static_cast<unsigned long long>(stats.sent), stats.sent == 1 ? "" : "s",
                  static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin());
   }
   return 128 + stop_signal();
@@ -534,9 +534,9 @@ int run_send(const SendOptions& o) {
     if (what.starts_with("send: ")) what.remove_prefix(6);
     if (producer) {
       auto stats = producer->stats();
-      std::fprintf(stderr, "hoprelay send: %.*s (%llu messages sent, %llu acknowledged)\n",
+      std::fprintf(stderr, "hoprelay send: %.*s (%llu message%s sent, %llu acknowledged)\n",
                    static_cast<int>(what.size()), what.data(),
-                   static_cast<unsigned long long>(stats.sent),
+                   static_cast<unsigned long long>(stats.sent), stats.sent == 1 ? "" : "s",
                    static_cast<unsigned long long>(stats.acknowledged));
     } else {
       std::fprintf(stderr, "hoprelay send: %.*s\n", static_cast<int>(what.size()), what.data());

@@ -104,8 +104,10 @@ int run_status(const config::Topology& topology, std::chrono::milliseconds inter
 
   // Cleared only now, after the scrapes, so that the table is never off the screen for long.
   if (clear_screen) std::printf("\x1b[H\x1b[2J");
-  std::printf("pipeline %s (%s): %zu nodes, %zu links\n", topology.name.c_str(),
-              topology.path.c_str(), topology.nodes.size(), topology.link_count());
+  const size_t links = topology.link_count();
+  std::printf("pipeline %s (%s): %zu node%s, %zu link%s\n", topology.name.c_str(),
+              topology.path.c_str(), topology.nodes.size(), topology.nodes.size() == 1 ? "" : "s",
+              links, links == 1 ? "" : "s");
   std::printf("%-14s %-5s %-9s %-7s %-7s %10s %10s %6s %7s %8s %7s\n", "NODE", "STATE", "TRANSPORT",
               "IN", "OUT", "MSG/S IN", "MSG/S OUT", "HELD", "QUEUED", "DROPPED", "ERRORS");
   int status = 0;

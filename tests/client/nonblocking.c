@@ -194,8 +194,9 @@ int main(int argc, char** argv) {
     FAIL("received %llu of %llu", (unsigned long long)received, (unsigned long long)count);
   if (!flushed_end) FAIL("the end mark was never seen waiting");
 
-  /* A producer whose head goes away with two of its messages unacknowledged, closed then:
-   * the close gives them up and says so, although its link was down already. */
+  /* A producer whose head goes away with one message unacknowledged, closed then: the close
+   * gives it up and says so ("1 message", not "1 messages"), although its link was down
+   * already. */
   po.log = keep_warning;
   po.log_level = HOPRELAY_CLIENT_LOG_WARN;
   if ((rc = hoprelay_producer_open(topology, node, &po, &p)))
@@ -207,19 +208,17 @@ int main(int argc, char** argv) {
     poll(&head, 1, 10);
     hoprelay_consumer_process(c);
   }
-  for (int i = 0; i < 2; ++i) {
-    if ((rc = hoprelay_producer_send(p, copy, 1, 0, NULL, 0)))
-      FAIL("second producer, send %d: %s: %s", i, hoprelay_strerror(rc), hoprelay_last_error());
-  }
+  if ((rc = hoprelay_producer_send(p, copy, 1, 0, NULL, 0)))
+    FAIL("second producer, send: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
   hoprelay_consumer_close(c); /* the head goes away, nothing acknowledged */
   for (int i = 0; i < 20; ++i) hoprelay_producer_process(p), poll(NULL, 0, 5); /* sees it */
   warned[0] = 0;
   if ((rc = hoprelay_producer_close(p, 50)) != HOPRELAY_ETIMEDOUT)
     FAIL("close with the head gone: %s, not ETIMEDOUT", hoprelay_strerror(rc));
   if (!strstr(warned,
-              "closing with 2 messages not yet acknowledged by solo: given up (the link "
-              "is down"))
-    FAIL("close with the head gone and 2 messages unacknowledged warned \"%s\"", warned);
+              "closing with 1 message not yet acknowledged by solo: given up (the link "
+              "is down; the consumers may or may not have it)"))
+    FAIL("close with the head gone and 1 message unacknowledged warned \"%s\"", warned);
   free(copy);
   printf("nonblocking: ok, %llu messages sent and received in order, %llu EAGAIN\n",
          (unsigned long long)count, (unsigned long long)eagain);

@@ -287,6 +287,8 @@ TEST(Pipeline, StatusShowsEveryNodeInOneTable) {
   std::this_thread::sleep_for(500ms);
   RunResult r = run({HOPRELAY_BIN, "status", "--topology", p.topology().string()});
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("pipeline it (" + p.topology().string() + "): 2 nodes, 1 link\n", 0), 0u)
+      << r.output;
   // a: one producer in, b out; about 1000 msg/s through both.
   std::regex row_a(R"(\na +up +tcp +1 +1/1 +(\d+) +(\d+) )");
   std::smatch m;

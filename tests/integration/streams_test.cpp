@@ -171,7 +171,7 @@ TEST(Streams, ASendWaitingForInputStopsOnCtrlC) {
         30s));
     send.signal(SIGINT);
     EXPECT_EQ(send.wait(10s), 130) << send.output();
-    EXPECT_NE(send.output().find("interrupted (SIGINT): 1 messages sent, 1 acknowledged (origin "
+    EXPECT_NE(send.output().find("interrupted (SIGINT): 1 message sent, 1 acknowledged (origin "
                                  "43)"),
               std::string::npos)
         << send.output();
