@@ -805,7 +805,6 @@ void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
   d.open = false;
   d.metrics.up->Set(0);
   link_went_down(d);
-  give_up_removed(d);
 }
 
 void Node::link_went_down(Downstream& d) {
@@ -815,10 +814,12 @@ void Node::link_went_down(Downstream& d) {
 
 void Node::watch_peer_down(Downstream& d) {
   cancel_peer_down(d);
-  if (spec_->on_peer_down != config::OnPeerDown::kDropAfter || d.dropping || !d.link ||
-      d.link->up()) {
-    return;
-  }
+  // A peer removed by a reload is treated as drop-after whatever on_peer_down says: no node
+  // of the topology will take its messages, and held for it they would hold their slots (and
+  // the upstream's credits) for good once it is gone. It gets peer_down_timeout to come back
+  // and drain, as a drop-after peer does.
+  const bool drop_after = spec_->on_peer_down == config::OnPeerDown::kDropAfter || d.retiring;
+  if (!drop_after || d.dropping || !d.link || d.link->up()) return;
   // From when it went down, so that a reload that shortens the timeout counts the time
   // already spent waiting.
   auto left = d.down_since + spec_->peer_down_timeout - transport::EventLoop::Clock::now();
@@ -857,31 +858,26 @@ void Node::start_dropping(Downstream& d) {
   if (d.dropping || (d.link && d.link->up())) return;
   // Once per transition, never per message: from here on pump() drops instead of posting, so
   // the slots held for this peer go back upstream and the other branches keep flowing.
-  node_log().warn("downstream {} down for {}: dropping its messages (on_peer_down = drop-after)",
-                  d.name, config::duration_text(spec_->peer_down_timeout));
+  if (d.retiring) {
+    node_log().warn(
+        "downstream {}, removed from the topology, down for {}: giving up the {} message{} "
+        "waiting for it (peer_down; producers are told through their outcomes)",
+        d.name, config::duration_text(spec_->peer_down_timeout), d.waiting.size(),
+        d.waiting.size() == 1 ? "" : "s");
+  } else {
+    node_log().warn("downstream {} down for {}: dropping its messages (on_peer_down = drop-after)",
+                    d.name, config::duration_text(spec_->peer_down_timeout));
+  }
   d.dropping = true;
   d.dropped_while_down = 0;
   drop_waiting(d);
-}
-
-void Node::give_up_removed(Downstream& d) {
-  if (!d.retiring || d.dropping || (d.link && d.link->up())) return;
-  // Removed by a reload while down: no node of the topology will take its messages any more,
-  // and held for it they would hold their slots (and the upstream's credits) for good.
-  node_log().warn(
-      "downstream {} was removed from the topology while {}: giving up the {} message{} "
-      "waiting for it (peer_down; producers are told through their outcomes)",
-      d.name, d.was_up ? "down" : "not up", d.waiting.size(), d.waiting.size() == 1 ? "" : "s");
-  d.dropping = true;
-  d.dropped_while_down = 0;
-  drop_waiting(d);
-  retire_if_done(d);
 }
 
 void Node::stop_dropping(Downstream& d, std::string_view now_what) {
   d.dropping = false;
   node_log().info("downstream {} {} ({} messages were dropped for it)", d.name, now_what,
                   d.dropped_while_down);
+  d.dropped_while_down = 0;  // a removal's log line counts only what it gave up itself
 }
 
 void Node::drop_waiting(Downstream& d) {
@@ -895,9 +891,8 @@ void Node::drop_waiting(Downstream& d) {
     if (!(s->flags & transport::kFlagEnd)) {  // an end mark is not a message
       ++dropped;
       if (dropped == 1) {
-        detail_ = d.retiring ? "downstream " + d.name + " removed from the topology while down"
-                             : "downstream " + d.name + " down longer than " +
-                                   config::duration_text(spec_->peer_down_timeout);
+        detail_ = "downstream " + d.name + (d.retiring ? " removed from the topology and" : "") +
+                  " down longer than " + config::duration_text(spec_->peer_down_timeout);
       }
       record_drop(*s, transport::DropReason::kPeerDown, detail_, true);
     }
@@ -906,7 +901,8 @@ void Node::drop_waiting(Downstream& d) {
   if (dropped == 0) return;
   dropped_peer_down_.add(dropped);
   warn_drop("peer_down", d.name,
-            d.retiring ? "its downstream was removed from the topology while down"
+            d.retiring ? "its downstream was removed from the topology and is down longer than "
+                         "peer_down_timeout"
                        : "its downstream is down longer than peer_down_timeout",
             origin, seq, dropped);
   d.dropped_while_down += dropped;
@@ -1014,13 +1010,12 @@ void Node::retire_if_done(Downstream& d) {
                            [&](const auto& p) { return p.get() == dying; });
     if (it == downstream_.end() || !done(**it)) return;  // re-added, or busy again
     if (dying->dropped_while_down == 0) {
-      node_log().info("downstream {} removed: everything sent to it was acknowledged",
-                      dying->name);
+      node_log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
     } else {
-      node_log().info("downstream {} removed: {} message{} routed to it were given up while it "
-                      "was down, the rest was acknowledged",
-                      dying->name, dying->dropped_while_down,
-                      dying->dropped_while_down == 1 ? "" : "s");
+      node_log().info(
+          "downstream {} removed: {} message{} routed to it were given up while it "
+          "was down, the rest was acknowledged",
+          dying->name, dying->dropped_while_down, dying->dropped_while_down == 1 ? "" : "s");
     }
     if (dying->link) dying->link->close();
     cancel_peer_down(*dying);  // after close(), which reports the link down
@@ -1099,7 +1094,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
     if (!listed) {
       if (!d->retiring) removed.push_back(d->name);
       d->retiring = true;
-      if (started_) give_up_removed(*d);
+      watch_peer_down(*d);  // down now: given peer_down_timeout from when it went down
       retire_if_done(*d);
     } else {
       d->retiring = false;
@@ -1133,7 +1128,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   bool drop_after = n->on_peer_down == config::OnPeerDown::kDropAfter;
   auto now = transport::EventLoop::Clock::now();
   for (auto& d : downstream_) {
-    if (d->retiring) continue;  // gives up what it holds while down, whatever the policy
+    if (d->retiring) continue;  // drop-after whatever the policy: watched above
     if (d->dropping && !drop_after) {
       stop_dropping(*d, "still down: holding its messages again (on_peer_down = block)");
     } else if (d->dropping && now - d->down_since < n->peer_down_timeout) {

@@ -147,6 +147,8 @@ TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
                      "downstream c2 removed: everything sent to it was "
                      "acknowledged"))
       << p.proc("b").output();
+  // Closed on purpose once done: nothing given up, no warning.
+  EXPECT_EQ(p.proc("b").output().find("giving up"), std::string::npos) << p.proc("b").output();
   p.stop_all();
   expect_clean(read_report(dir / "c1.json"), kMessages);
   // c2 got a gap-free prefix: everything routed to it before the reload, nothing after.
@@ -160,15 +162,20 @@ TEST(Reload, RemovedDownstreamGetsEverythingAlreadyRoutedToIt) {
 
 // A downstream removed while it is down (killed): what was routed to it waits for a node that
 // no topology will bring back, holding b's slots, so the producer stalled for good with
-// nothing said, whatever on_peer_down. Now b gives those messages up at the reload (counted
-// as peer_down, each producer told through its outcomes), the other branch gets everything,
-// the removal's log line says what was given up (it said "everything sent to it was
-// acknowledged"), and c2's gauges go (link_up 0 would fire HoprelayLinkDown for good).
+// nothing said, whatever on_peer_down. Now a removed peer is drop-after whatever the policy
+// (b's is block): b gives those messages up once it has been down peer_down_timeout (1 s
+// here, long past at the reload; counted as peer_down, each producer told through its
+// outcomes), the other branch gets everything, the removal's log line says what was given up
+// (it said "everything sent to it was acknowledged"), and c2's gauges go (link_up 0 would
+// fire HoprelayLinkDown for good).
 TEST(Reload, ADownstreamRemovedWhileDownGivesUpItsMessagesAndItsSeries) {
   TempDir dir;
   constexpr uint64_t kCount = 3000;
   Pipeline p(dir, {{"a", {"b"}},
-                   {"b", {"c1", "c2"}, "{ plugin = \"passthrough\" }", "route = \"broadcast\""},
+                   {"b",
+                    {"c1", "c2"},
+                    "{ plugin = \"passthrough\" }",
+                    "route = \"broadcast\"\npeer_down_timeout = \"1s\"\n"},
                    {"c1", {}, sink(dir, "c1")},
                    {"c2", {}, sink(dir, "c2")}});
   p.start_all();
@@ -183,12 +190,13 @@ TEST(Reload, ADownstreamRemovedWhileDownGivesUpItsMessagesAndItsSeries) {
   p.proc("b").signal(SIGHUP);
   EXPECT_EQ(producer->wait(60s), 3) << producer->output();  // 3: some messages were dropped
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c1", kCount); }, 10s));
-  ASSERT_TRUE(b_logs(p, "downstream c2 was removed from the topology while down: giving up the "))
+  ASSERT_TRUE(b_logs(p, "downstream c2, removed from the topology, down for 1s: giving up the "))
       << p.proc("b").output();
   // Every message routed to c2 was given up there, and each was delivered to c1.
   const std::string out = producer->output();
-  const std::string at = " messages dropped at b: peer_down (downstream c2 removed from the "
-                         "topology while down)";
+  const std::string at =
+      " messages dropped at b: peer_down (downstream c2 removed from the "
+      "topology and down longer than 1s)";
   const size_t pos = out.find(at);
   ASSERT_NE(pos, std::string::npos) << out;
   const size_t start = out.rfind("hoprelay send: ", pos) + std::strlen("hoprelay send: ");
@@ -205,8 +213,8 @@ TEST(Reload, ADownstreamRemovedWhileDownGivesUpItsMessagesAndItsSeries) {
   EXPECT_EQ(metric_value(b, "hoprelay_messages_dropped_total", "reason=\"peer_down\""),
             static_cast<double>(dropped))
       << b;
-  for (const char* gauge : {"hoprelay_link_up{", "hoprelay_downstream_queued{",
-                            "hoprelay_link_credits{"}) {
+  for (const char* gauge :
+       {"hoprelay_link_up{", "hoprelay_downstream_queued{", "hoprelay_link_credits{"}) {
     for (size_t at_line = b.find(gauge); at_line != std::string::npos;
          at_line = b.find(gauge, at_line + 1)) {
       const std::string line = b.substr(at_line, b.find('\n', at_line) - at_line);

@@ -268,9 +268,6 @@ class Node final : public transport::LinkEvents {
   // current policy; cancels it when there is nothing to wait for.
   void watch_peer_down(Downstream& d);
   void start_dropping(Downstream& d);
-  // A downstream removed by a reload that is down (or goes down) gives up what waits for it
-  // at once, whatever on_peer_down says: nothing in the topology will take it any more.
-  void give_up_removed(Downstream& d);
   void stop_dropping(Downstream& d, std::string_view now_what);
   // From tick(): a downstream link down, or never up, for kDownWarnAfter is said once, at
   // warning level: the transports log refused connects at debug level only (a peer not yet
