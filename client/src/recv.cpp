@@ -82,6 +82,28 @@ struct Stream {
   }
 };
 
+// A durable recv's mark in its state dir, made durable before the first byte it writes to its
+// output: bytes in the output with no position recorded are then its own, never acknowledged
+// (they come again), not a recv's without --state-dir (acknowledged, gone).
+std::filesystem::path output_marker(const std::string& state_dir) {
+  return std::filesystem::path(state_dir) / "recv-output";
+}
+
+void mark_output(const std::string& state_dir, const std::string& output) {
+  const auto path = output_marker(state_dir);
+  if (std::filesystem::exists(path)) return;
+  const std::string text = std::filesystem::absolute(output).string() + "\n";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == ssize_t(text.size()) &&
+            ::fdatasync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    throw std::runtime_error("cannot write " + path.string() + ": " + std::strerror(err));
+  }
+  stages::sync_directory_entry(path.string());
+}
+
 }  // namespace
 
 int run_recv(const RecvOptions& o) {
@@ -101,13 +123,17 @@ int run_recv(const RecvOptions& o) {
     // with no position yet says 0 bytes: a file with bytes in it would be cut to nothing (a
     // recv run without --state-dir before, whose messages were acknowledged and are gone).
     // No position yet: no positions file, or an empty one (the consumer creates it when it
-    // opens, so a durable recv stopped before its first message leaves one).
+    // opens, so a durable recv stopped before its first message leaves one). Unless a recv
+    // of this state dir wrote the output (its marker, written before its first byte): then
+    // those bytes were never recorded, so never acknowledged (it was killed before its first
+    // commit), and they come again: cut, as always.
     struct stat st {};
     std::error_code ec;
     const auto positions = std::filesystem::path(o.state_dir) / "positions";
     const bool no_position =
         !std::filesystem::exists(positions, ec) || std::filesystem::file_size(positions, ec) == 0;
-    if (no_position && ::stat(o.output.c_str(), &st) == 0 && st.st_size > 0) {
+    const bool ours = std::filesystem::exists(output_marker(o.state_dir), ec);
+    if (no_position && !ours && ::stat(o.output.c_str(), &st) == 0 && st.st_size > 0) {
       std::fprintf(stderr,
                    "hoprelay recv: %s holds %lld bytes and %s no position yet: a recv with a "
                    "new --state-dir starts its output afresh and would cut it to 0 bytes. A "
@@ -160,6 +186,7 @@ int run_recv(const RecvOptions& o) {
     }
     Output out(fd);
     uint64_t written = durable ? c.app_position() : 0;  // the output's length
+    bool marked = false;  // the state dir says that a recv of it writes this output
     const int timeout = o.timeout_s > 0 ? int(o.timeout_s * 1000) : -1;
     // The messages of a batch are held until their bytes are written (and, with a durable
     // position, durable: one fdatasync per batch), then released (with the output's length):
@@ -228,6 +255,10 @@ int run_recv(const RecvOptions& o) {
       ++messages;
       auto data = msg.data();
       bytes += data.size();
+      if (durable && !marked) {
+        mark_output(o.state_dir, o.output);
+        marked = true;
+      }
       bool wrote = false;  // the bytes of every message before this one are written
       if (o.framing == Framing::kLength) {
         uint32_t n = uint32_t(data.size());

@@ -274,6 +274,8 @@ TEST(Streams, RecvWithAStateDirKilledThreeTimesWritesEachByteOnce) {
   ASSERT_EQ(recv->wait(60s), 0) << recv->output();
   EXPECT_EQ(size_of(out), kBytes);
   EXPECT_TRUE(same_file(in, out));
+  // Its mark: the output is this state dir's recv's (ADurableRecvKilledBeforeItsFirstCommit...).
+  EXPECT_EQ(read_file(state / "recv-output"), fs::absolute(out).string() + "\n");
   // Started again after the end, it has everything at once: the end mark is part of the
   // position, and the file stays as it is.
   Process again({HOPRELAY_BIN, "recv", "--topology", c.p.topology().string(), "--node", "c",
@@ -315,6 +317,27 @@ TEST(Streams, ADurableRecvWithANewStateDirRefusesAnOutputThatHoldsBytes) {
   EXPECT_EQ(again.wait(30s), 2) << again.output();
   EXPECT_NE(again.output().find(" no position yet"), std::string::npos) << again.output();
   EXPECT_EQ(size_of(out), 5u);
+}
+
+// A durable recv killed after it wrote its first bytes but before its first commit: its state
+// dir has an empty positions file, and the output bytes that were never acknowledged. Its
+// marker (written before the first byte) says the bytes are its own: the next run cuts them
+// and gets the messages again (it was refused for good, "no position yet"), and a state dir
+// with no marker, from a durable recv stopped before any message, is still refused.
+TEST(Streams, ADurableRecvKilledBeforeItsFirstCommitResumes) {
+  Chain c;
+  const fs::path out = c.dir / "out.bin", state = c.dir / "state", in = c.dir / "in.txt";
+  fs::create_directories(state);
+  std::ofstream(state / "positions").flush();
+  std::ofstream(state / "recv-output") << out.string() << "\n";
+  std::ofstream(out) << "bytes of a run killed before its first commit\n";
+  write_file(in, "one\ntwo\nthree\n");
+  auto recv = c.recv(out, {"--state-dir", state.string(), "--framing", "lines", "--streams", "1"});
+  auto send = c.send_stdin(in, "--framing lines");
+  ASSERT_EQ(send->wait(60s), 0) << send->output();
+  ASSERT_EQ(recv->wait(60s), 0) << recv->output();
+  EXPECT_TRUE(same_file(in, out)) << recv->output();
+  c.p.stop_all();
 }
 
 // Records of random lengths, 0 bytes to more than a slot (16 KiB: chunks), one per message.
