@@ -3,7 +3,10 @@
 // operator fixes a file in one round instead of one error per run.
 #include <toml++/toml.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -36,6 +39,33 @@ const std::vector<std::string_view> kNodeKeys = {
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
+}
+
+// Whether two addresses of one host with the same port cannot both be bound because one is a
+// wildcard: 0.0.0.0 takes the port on every IPv4 address (an IPv6 one stays free), :: (dual
+// stack, Linux's default) on every address. A host name may resolve to IPv4: it collides with
+// 0.0.0.0.
+struct HostKind {
+  int family = 0;    // AF_INET, AF_INET6, or 0 for a host name
+  bool any = false;  // the wildcard of its family (0.0.0.0, ::, however spelled)
+};
+
+HostKind host_kind(const std::string& host) {
+  std::array<unsigned char, 16> addr{};
+  for (int af : {AF_INET, AF_INET6}) {
+    if (inet_pton(af, host.c_str(), addr.data()) == 1) {
+      return {af, std::all_of(addr.begin(), addr.end(), [](unsigned char c) { return c == 0; })};
+    }
+  }
+  return {};
+}
+
+bool wildcard_takes(const Endpoint& a, const Endpoint& b) {
+  const HostKind ka = host_kind(a.host), kb = host_kind(b.host);
+  auto takes = [](HostKind wild, HostKind other) {
+    return wild.any && (wild.family == AF_INET6 || other.family != AF_INET6);
+  };
+  return takes(ka, kb) || takes(kb, ka);
 }
 
 bool before(SourcePos a, SourcePos b) {
@@ -792,24 +822,33 @@ class Validator {
     }
     // A node's two addresses are on one host: a wildcard one (0.0.0.0, ::) binds its port on
     // every address there, so the other cannot have that port whatever its host.
+    // (Over verbs the listen port is rdma_cm's, not the kernel's TCP one: no clash.)
     std::map<std::string, const AddressUse*> listen_of;
     for (const AddressUse& use : addresses_) {
-      if (use.kind == "listen") listen_of.emplace(use.node, &use);
+      if (use.kind == "listen" && !uses_verbs(use.node)) listen_of.emplace(use.node, &use);
     }
     for (const AddressUse& use : addresses_) {
       auto it = listen_of.find(use.node);
       if (use.kind != "metrics" || it == listen_of.end()) continue;
       const AddressUse& listen = *it->second;
       if (use.endpoint.port != listen.endpoint.port || use.identity == listen.identity ||
-          !(use.endpoint.is_wildcard() || listen.endpoint.is_wildcard())) {
+          !wildcard_takes(use.endpoint, listen.endpoint)) {
         continue;
       }
+      const bool metrics_wild = host_kind(use.endpoint.host).any;
       error(use.pos, use.key + ": port " + std::to_string(use.endpoint.port) +
                          " is also the port of this node's listen address " + quoted(listen.text) +
-                         ", and " + quoted(use.endpoint.is_wildcard() ? use.text : listen.text) +
+                         ", and " + quoted(metrics_wild ? use.text : listen.text) +
                          " takes it on every address of the host: give the metrics endpoint "
                          "another port");
     }
+  }
+
+  bool uses_verbs(const std::string& node) const {
+    for (const RawNode& raw : raw_nodes_) {
+      if (raw.name == node) return raw.spec.transport == TransportKind::kVerbs;
+    }
+    return false;
   }
 
   bool checks_plugin_of(const std::string& node) const {

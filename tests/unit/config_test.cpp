@@ -653,6 +653,23 @@ listen = "127.0.0.1:7001"
 metrics = "[::]:7001"
 )"),
                5, 11, "and \"[::]:7001\" takes it on every address of the host");
+  // However the wildcard is spelled; and :: (dual stack) takes IPv4 ports too.
+  expect_error(with_pipeline(R"([nodes.a]
+listen = "[0::0]:7001"
+metrics = "127.0.0.1:7001"
+)"),
+               5, 11, "and \"[0::0]:7001\" takes it on every address of the host");
+  // 0.0.0.0 leaves IPv6 addresses free (they bind side by side), and over verbs the listen
+  // port is rdma_cm's, not a TCP one.
+  EXPECT_NO_THROW(parse_topology(with_pipeline(R"([nodes.a]
+listen = "0.0.0.0:7001"
+metrics = "[::1]:7001"
+[nodes.b]
+listen = "0.0.0.0:7002"
+metrics = "127.0.0.1:7002"
+transport = "verbs"
+)"),
+                                 "t.toml"));
   // Other nodes may run on other hosts: the same port there is theirs.
   EXPECT_NO_THROW(parse_topology(with_pipeline(R"([nodes.a]
 listen = "0.0.0.0:7001"
@@ -684,6 +701,14 @@ TEST(ConfigTest, SyntaxErrorsSayWhatIsMostLikelyWrong) {
                "(the inline table opened at 4:9 ends on its line: a '}' missing?)");
   expect_error(node_a("stage = { plugin = \"passthrough }"), 4, 34,
                "(a string that does not end on its line: its closing quote missing?)");
+  // Inside an array closed as it should be, a bare word is a bare word, and two values on
+  // two lines want a comma; a table header met inside an open array (read as a nested one).
+  expect_error(node_a("downstream = [\n  \"b\",\n  c,\n]"), 6, 3,
+               "could not determine value type (strings are quoted in TOML: \"c\")");
+  expect_error(node_a("downstream = [\n  \"b\"\n  \"c\"\n]"), 6, 3,
+               "(a comma missing between two values?)");
+  expect_error(with_pipeline("[nodes.a]\nbogus = [1,\n\n[nodes.b]\nlisten = \"h:1\"\n"), 6, 3,
+               "(the array opened at 4:9 is still open here: a ']' missing?)");
   // A table header's brackets, comments and strings with brackets in them are not arrays.
   expect_error(with_pipeline("# [ not an array\n[nodes.a]\nlisten = \"[::1]:7001\" # ]\n"
                              "route = round_robin\n"),
