@@ -845,10 +845,8 @@ class Validator {
   }
 
   bool uses_verbs(const std::string& node) const {
-    for (const RawNode& raw : raw_nodes_) {
-      if (raw.name == node) return raw.spec.transport == TransportKind::kVerbs;
-    }
-    return false;
+    auto it = index_.find(node);
+    return it != index_.end() && raw_nodes_[it->second].spec.transport == TransportKind::kVerbs;
   }
 
   bool checks_plugin_of(const std::string& node) const {
