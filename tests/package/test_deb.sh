@@ -62,6 +62,70 @@ control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -tv)
 for script in postinst prerm postrm; do
   grep -q "^-rwxr-xr-x .* ./$script$" <<<"$control" || fail "no $script (0755) in $deb"
 done
+
+# The maintainer scripts, run for each argument dpkg passes them, against a scratch root: their
+# absolute paths are rewritten into it (a path added to a script must be added here), and
+# systemctl, systemd-sysusers, userdel and groupdel are stubs that log their arguments. Nothing
+# on this host changes.
+ms=$root/maintainer-scripts
+mkdir -p "$ms/bin" "$ms/root/etc/systemd/system/multi-user.target.wants" "$ms/root/var/lib/hoprelay"
+for tool in systemctl systemd-sysusers userdel groupdel; do
+  printf '#!/bin/sh\necho "%s $*" >>"%s/log"\n' "$tool" "$ms" >"$ms/bin/$tool"
+done
+chmod 0755 "$ms/bin/"*
+for p in hoprelay; do
+  dpkg-deb -e "$(ls ${p}_*.deb)" "$ms/$p"
+  sed -i -E "s#(/run/systemd/system|/etc/systemd|/var/lib/hoprelay)#$ms/root\1#g" \
+    "$ms/$p/"p*
+done
+# run PACKAGE SCRIPT ARGS...: runs it as dpkg would; $did is then what the stubs were asked.
+run() {
+  last="$1 $2 ${*:3}"
+  : >"$ms/log"
+  PATH="$ms/bin:$PATH" "$ms/$1/$2" "${@:3}" >"$ms/out" 2>&1 || fail "$last: $(cat "$ms/out")"
+  did=$(cat "$ms/log")
+}
+expect() { [[ $did == "$1" ]] || fail "$last did [${did//$'\n'/; }], not [${1//$'\n'/; }]"; }
+wants=$ms/root/etc/systemd/system/multi-user.target.wants
+mkdir -p "$ms/root/run/systemd/system"
+run hoprelay postinst configure
+expect $'systemd-sysusers hoprelay.conf\nsystemctl daemon-reload'
+# An upgrade restarts the running nodes without waiting for them to be ready (which may be never).
+run hoprelay postinst configure 0.0.9-1
+expect $'systemd-sysusers hoprelay.conf\nsystemctl daemon-reload\nsystemctl --no-block try-restart hoprelayd@*.service'
+run hoprelay prerm upgrade 0.2.0-1
+expect ""
+run hoprelay prerm remove
+expect "systemctl stop hoprelayd@*.service"
+ln -s /usr/lib/systemd/system/hoprelayd@.service "$wants/hoprelayd@b.service"
+ln -s /usr/lib/systemd/system/other.service "$wants/other.service"
+touch "$ms/root/var/lib/hoprelay/c1.records"
+run hoprelay postrm remove
+expect "systemctl daemon-reload"
+[[ -L $wants/hoprelayd@b.service && -f $ms/root/var/lib/hoprelay/c1.records ]] ||
+  fail "postrm remove removed an enablement link or the state"
+# Purge: the enablement links and the state go.
+run hoprelay postrm purge
+expect "systemctl daemon-reload"
+[[ ! -e $wants/hoprelayd@b.service && ! -e $ms/root/var/lib/hoprelay ]] ||
+  fail "postrm purge left an enablement link or /var/lib/hoprelay"
+[[ -L $wants/other.service ]] || fail "postrm purge removed another unit's enablement link"
+run hoprelay postrm purge
+expect "systemctl daemon-reload"
+for args in "postinst abort-upgrade 0.2.0-1" "postinst abort-remove" "postinst abort-deconfigure" \
+  "prerm failed-upgrade 0.0.9-1" "prerm deconfigure" "postrm upgrade 0.2.0-1" \
+  "postrm failed-upgrade 0.0.9-1" "postrm abort-install" "postrm abort-upgrade 0.0.9-1" \
+  "postrm disappear hoprelay-ng 1.0-1"; do
+  run hoprelay $args
+  expect ""
+done
+# Without systemd running (a chroot, an image build): the account, and no systemctl.
+rmdir "$ms/root/run/systemd/system"
+run hoprelay postinst configure 0.0.9-1
+expect "systemd-sysusers hoprelay.conf"
+run hoprelay prerm remove
+expect ""
+rm -rf "$ms"
 # Debian's per-package documentation, and the completion for both commands.
 for p in hoprelay libhoprelay1 libhoprelay-dev python3-hoprelay; do
   grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
