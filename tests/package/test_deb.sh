@@ -65,13 +65,15 @@ done
 
 # The maintainer scripts, run for each argument dpkg passes them, against a scratch root: their
 # absolute paths are rewritten into it (a path added to a script must be added here), and
-# systemctl, systemd-sysusers, userdel and groupdel are stubs that log their arguments. Nothing
-# on this host changes.
+# systemctl, systemd-sysusers, userdel and groupdel are stubs that log their arguments (getent
+# one that finds the account). Nothing on this host changes.
 ms=$root/maintainer-scripts
 mkdir -p "$ms/bin" "$ms/root/etc/systemd/system/multi-user.target.wants" "$ms/root/var/lib/hoprelay"
 for tool in systemctl systemd-sysusers userdel groupdel; do
   printf '#!/bin/sh\necho "%s $*" >>"%s/log"\n' "$tool" "$ms" >"$ms/bin/$tool"
 done
+# The account exists, as after any install (getent answers, and is not recorded).
+printf '#!/bin/sh\necho "$2:x:999:999::/var/lib/hoprelay:/usr/sbin/nologin"\n' >"$ms/bin/getent"
 chmod 0755 "$ms/bin/"*
 for p in hoprelay; do
   dpkg-deb -e "$(ls ${p}_*.deb)" "$ms/$p"
@@ -104,7 +106,7 @@ run hoprelay postrm remove
 expect "systemctl daemon-reload"
 [[ -L $wants/hoprelayd@b.service && -f $ms/root/var/lib/hoprelay/c1.records ]] ||
   fail "postrm remove removed an enablement link or the state"
-# Purge: the enablement links and the state go.
+# Purge: the links and the state go, the account stays (its uid is not given to another).
 run hoprelay postrm purge
 expect "systemctl daemon-reload"
 [[ ! -e $wants/hoprelayd@b.service && ! -e $ms/root/var/lib/hoprelay ]] ||
