@@ -62,22 +62,26 @@ control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -tv)
 for script in postinst prerm postrm; do
   grep -q "^-rwxr-xr-x .* ./$script$" <<<"$control" || fail "no $script (0755) in $deb"
 done
+pycontrol=$(dpkg-deb --ctrl-tarfile python3-hoprelay_*.deb | tar -tv)
+for script in postinst prerm; do
+  grep -q "^-rwxr-xr-x .* ./$script$" <<<"$pycontrol" || fail "no $script (0755) in python3-hoprelay"
+done
 
 # The maintainer scripts, run for each argument dpkg passes them, against a scratch root: their
 # absolute paths are rewritten into it (a path added to a script must be added here), and
-# systemctl, systemd-sysusers, userdel and groupdel are stubs that log their arguments (getent
-# one that finds the account). Nothing on this host changes.
+# systemctl, systemd-sysusers, py3compile, py3clean, userdel and groupdel are stubs that log
+# their arguments (getent one that finds the account). Nothing on this host changes.
 ms=$root/maintainer-scripts
 mkdir -p "$ms/bin" "$ms/root/etc/systemd/system/multi-user.target.wants" "$ms/root/var/lib/hoprelay"
-for tool in systemctl systemd-sysusers userdel groupdel; do
+for tool in systemctl systemd-sysusers py3compile py3clean userdel groupdel; do
   printf '#!/bin/sh\necho "%s $*" >>"%s/log"\n' "$tool" "$ms" >"$ms/bin/$tool"
 done
 # The account exists, as after any install (getent answers, and is not recorded).
 printf '#!/bin/sh\necho "$2:x:999:999::/var/lib/hoprelay:/usr/sbin/nologin"\n' >"$ms/bin/getent"
 chmod 0755 "$ms/bin/"*
-for p in hoprelay; do
+for p in hoprelay python3-hoprelay; do
   dpkg-deb -e "$(ls ${p}_*.deb)" "$ms/$p"
-  sed -i -E "s#(/run/systemd/system|/etc/systemd|/var/lib/hoprelay)#$ms/root\1#g" \
+  sed -i -E "s#(/run/systemd/system|/etc/systemd|/var/lib/hoprelay|/usr/lib/python3)#$ms/root\1#g" \
     "$ms/$p/"p*
 done
 # run PACKAGE SCRIPT ARGS...: runs it as dpkg would; $did is then what the stubs were asked.
@@ -127,6 +131,10 @@ run hoprelay postinst configure 0.0.9-1
 expect "systemd-sysusers hoprelay.conf"
 run hoprelay prerm remove
 expect ""
+run python3-hoprelay postinst configure
+expect "py3compile -p python3-hoprelay"
+run python3-hoprelay prerm remove
+expect "py3clean -p python3-hoprelay"
 rm -rf "$ms"
 # Debian's per-package documentation, and the completion for both commands.
 for p in hoprelay libhoprelay1 libhoprelay-dev python3-hoprelay; do
