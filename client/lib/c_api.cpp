@@ -163,7 +163,9 @@ int hoprelay_producer_open(const char* topology, const char* head,
   }
   LogScope scope(h->route);
   try {
-    auto t = load(topology, {PluginCheck::Mode::kNone, ""});
+    // A head run here runs its stage: checked as the consumer's leaf is.
+    auto t = load(topology, defaults.run_head ? PluginCheck{PluginCheck::Mode::kNode, head}
+                                              : PluginCheck{PluginCheck::Mode::kNone, ""});
     const auto& spec = find_node(*t, head);
     if (!spec.is_head()) {
       throw ClientError(HOPRELAY_ENODE, "node \"" + spec.name +
@@ -172,9 +174,12 @@ int hoprelay_producer_open(const char* topology, const char* head,
                                             t->name + " (" +
                                             t->names(&hoprelay::config::NodeSpec::is_head) + ")");
     }
-    hoprelay::client::ProducerOptions o{defaults.origin, defaults.first_seq,
+    hoprelay::client::ProducerOptions o{defaults.origin,
+                                        defaults.first_seq,
                                         std::chrono::milliseconds(defaults.connect_timeout_ms),
-                                        defaults.on_outcome, defaults.outcome_user};
+                                        defaults.on_outcome,
+                                        defaults.outcome_user,
+                                        defaults.run_head != 0};
     h->impl = std::make_unique<hoprelay::client::Producer>(t, head, o);
   } catch (const ClientError& e) {
     return fail(e.status(), e.what());

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "hoprelay/daemon/cpu_pin.h"
+#include "embedded_node.h"
 #include "hoprelay/transport/log.h"
 #include "status.h"
 
@@ -18,19 +18,8 @@ spdlog::logger& log() {
 
 Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::string& node,
                    const std::string& state_dir) {
-  const config::NodeSpec* spec = topology->find(node);
   node_name_ = node;
-  slots_ = spec->slots;
-  // As hoprelayd does: a CPU of `cpu` this process may not run on stops it before anything
-  // starts (the stage workers pin themselves to them; the application's thread is not pinned).
-  for (uint32_t cpu : spec->cpu) {
-    if (std::string why = daemon::cpu_refusal(cpu); !why.empty()) {
-      throw ClientError(HOPRELAY_ECONFIG,
-                        config::Diagnostic{topology->path, spec->cpu_pos,
-                                           "nodes." + node + ".cpu: cannot start: " + why}
-                            .format());
-    }
-  }
+  slots_ = topology->find(node)->slots;
   if (!state_dir.empty()) {
     try {
       positions_ = std::make_unique<stages::PositionFile>(state_dir);
@@ -38,14 +27,6 @@ Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::
       throw ClientError(HOPRELAY_EUNAVAILABLE, std::string("state_dir: ") + e.what());
     }
   }
-  try {
-    stages::Stage stage(stages::resolve(spec->stage.plugin), spec->name, spec->stage.params);
-    node_ = std::make_unique<daemon::Node>(topology, node, loop_, std::move(stage));
-  } catch (const stages::StageError& e) {
-    throw ClientError(HOPRELAY_ECONFIG, e.what());
-  }
-  node_->set_receiver(this);
-  node_->when_device_lost([this](std::string_view device) { lost_ = device; });
   loop_.set_pollable(true);
   if (positions_) {
     // Streams that ended before: their end marks again (only them), so an application that
@@ -59,13 +40,10 @@ Consumer::Consumer(std::shared_ptr<const config::Topology> topology, const std::
       ready_.push_back(&item);
     }
   }
-  try {
-    node_->start();
-  } catch (const std::exception& e) {
-    throw ClientError(HOPRELAY_EUNAVAILABLE,
-                      "cannot run node " + node + ": " + e.what() +
-                          " (is a hoprelayd or another consumer running this node?)");
-  }
+  node_ = start_node(topology, node, loop_, [this](daemon::Node& n) {
+    n.set_receiver(this);
+    n.when_device_lost([this](std::string_view device) { lost_ = device; });
+  });
   schedule_tick();
 }
 

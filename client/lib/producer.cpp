@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 
+#include "embedded_node.h"
+#include "hoprelay/transport/inproc.h"
 #include "hoprelay/transport/log.h"
 #include "status.h"
 
@@ -44,11 +46,27 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
   }
-  transport::TransportOptions topts{head_->transport, head_->listen, false, config::Poll::kEvent};
-  auto choice = transport::make_transport(topts, loop_, *this, id);
-  transport_ = std::move(choice.transport);
-  log().info("producer of origin {} to {} at {}: {}", origin_, head_->name,
-             head_->listen.to_string(), choice.reason);
+  if (options.run_head) {
+    node_ = start_node(topology_, head, loop_, [this](daemon::Node& n) {
+      n.when_device_lost([this](std::string_view device) {
+        lost_ = true;
+        lost_device_ = device;
+      });
+    });
+    schedule_tick();
+    transport_ = std::make_unique<transport::inproc::InprocTransport>(
+        loop_, *node_, *this, id, head_->slot_size,
+        [this](size_t bytes) -> transport::MemoryRegion& { return node_->lend_memory(bytes); });
+    log().info("producer of origin {} runs head node {} in this process ({} at {}, {} downstream)",
+               origin_, head_->name, node_->transport_name(), head_->listen.to_string(),
+               counted(head_->downstream.size(), "link"));
+  } else {
+    transport::TransportOptions topts{head_->transport, head_->listen, false, config::Poll::kEvent};
+    auto choice = transport::make_transport(topts, loop_, *this, id);
+    transport_ = std::move(choice.transport);
+    log().info("producer of origin {} to {} at {}: {}", origin_, head_->name,
+               head_->listen.to_string(), choice.reason);
+  }
   loop_.set_pollable(true);
   queue_ = daemon::RingQueue<Buffer*>(head_->slots);
   bool write = head_->ingress == config::Ingress::kWrite;
@@ -69,10 +87,21 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
 }
 
 Producer::~Producer() {
+  // A head run here first: its links send from our buffers, and it holds link_'s slots.
+  if (tick_) loop_.cancel(tick_);
+  node_.reset();
   // Links and registered memory go before the transport that owns their device.
   link_.reset();
   memory_.reset();
   transport_.reset();
+}
+
+void Producer::schedule_tick() {
+  // Once a second, as hoprelayd does: the stage's flush, orphaned chunks, the gauges.
+  tick_ = loop_.after(std::chrono::seconds(1), [this] {
+    node_->tick();
+    schedule_tick();
+  });
 }
 
 template <class Done>

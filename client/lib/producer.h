@@ -6,6 +6,11 @@
 //
 // No thread of its own: the event loop runs inside the calls (wait_for), and its descriptor
 // (fd()) tells an application that drives its own loop when to call process().
+//
+// A producer that runs its head (run_head) runs that node in this process, as the consumer
+// runs its leaf (embedded_node.h), on the producer's own loop, and posts to it over an
+// in-process link (transport/inproc.h): the node's slots are the producer's buffers, its
+// downstream links send from them, and everything above stays as it is.
 #pragma once
 
 #include <chrono>
@@ -17,6 +22,7 @@
 
 #include "hoprelay/client.h"
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/node.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/transport.h"
 
@@ -28,6 +34,7 @@ struct ProducerOptions {
   std::chrono::milliseconds connect_timeout{30000};
   hoprelay_outcome_fn on_outcome = nullptr;
   void* outcome_user = nullptr;
+  bool run_head = false;  // run the head node in this process (no hoprelayd for it)
 };
 
 class Producer final : public transport::LinkEvents {
@@ -111,6 +118,11 @@ class Producer final : public transport::LinkEvents {
   std::shared_ptr<const config::Topology> topology_;
   const config::NodeSpec* head_;
   transport::EventLoop loop_;
+  // run_head: the head node, destroyed first (its links send from memory_, its slots are
+  // memory_'s buffers and link_'s entries); its tick, once a second.
+  std::unique_ptr<daemon::Node> node_;
+  transport::EventLoop::TimerId tick_ = 0;
+  void schedule_tick();
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::OutboundLink> link_;
   std::unique_ptr<transport::MemoryRegion> memory_;

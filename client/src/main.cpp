@@ -121,6 +121,10 @@ int main(int argc, char** argv) {
                  "Go on with an interrupted send: the same input and --origin as it had; the "
                  "messages the head has already are not sent again, and are not an error")
       ->needs(origin_opt);
+  send->add_flag("--run-head", opts.run_head,
+                 "Run the head node (--to) in this process instead of sending to its hoprelayd, "
+                 "which must not be running: one copy fewer per message; the head stops with "
+                 "the command (docs/client.md, \"A producer that runs its head\")");
   send->add_option("--connect-timeout", connect_timeout, "Seconds to wait for the head node")
       ->check(CLI::Range(0, 86400));
   send->add_option("--close-timeout", close_timeout,

@@ -449,6 +449,7 @@ int run_send(const SendOptions& o) {
   po.origin = o.origin;
   po.first_seq = o.first_seq;
   po.connect_timeout_ms = o.connect_timeout_ms;
+  po.run_head = o.run_head;
   po.log = log_line;
   po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;  // spdlog's level filters
   Outcomes outcomes(o.resume);

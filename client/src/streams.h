@@ -54,6 +54,8 @@ struct SendOptions {
   // The input is the one an interrupted send of this origin was sending: the messages the
   // head had already (repeats) are the part it got through, not an error.
   bool resume = false;
+  // Run the head node in this process (hoprelay_producer_options.run_head).
+  bool run_head = false;
   int connect_timeout_ms = 30000;
   // How long the close waits for the end mark's acknowledgement (-1: as long as it takes).
   int close_timeout_ms = 10000;

@@ -212,9 +212,12 @@ NodeMetrics::~NodeMetrics() {
   exposer_.reset();
 }
 
-PeerMetrics NodeMetrics::inbound(const std::string& peer, bool verbs) {
+PeerMetrics NodeMetrics::inbound(const std::string& peer, std::string_view transport) {
   PeerMetrics m;
-  for (size_t op = verbs ? 1 : 0; op < (verbs ? 3u : 1u); ++op) {
+  auto [first, last] = transport == "verbs"        ? std::pair(1u, 3u)
+                       : transport == "in-process" ? std::pair(3u, 4u)
+                                                   : std::pair(0u, 1u);
+  for (size_t op = first; op < last; ++op) {
     m.messages[op] =
         hot_.wrap(rx_messages_->Add({{"peer", peer}, {"opcode", transport::kOpcodeNames[op]}}));
     m.bytes[op] =

@@ -126,11 +126,10 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
 // scrape, and rate() of that series is 0 (a false HoprelayNoTraffic for a head whose first
 // stream fits between two scrapes).
 void Node::export_upstream_series() {
-  const bool verbs = transport_->name() == "verbs";
   std::vector<std::string> peers = spec_->upstream;
   if (peers.empty()) peers.emplace_back("producer");
   for (const auto& peer : peers) {
-    metrics_->inbound(peer, verbs);
+    metrics_->inbound(peer, transport_->name());
     metrics_->link_slots_in_use(peer);
   }
 }
@@ -220,9 +219,15 @@ Node::~Node() {
   // Links first: they call back into the node while they close.
   for (auto& d : downstream_) d->link.reset();
   for (auto& d : downstream_) cancel_peer_down(*d);
+  lent_.clear();
   transport_.reset();
   metrics_->hot().on_first_add(nullptr);
   metrics_->hot().flush();
+}
+
+transport::MemoryRegion& Node::lend_memory(size_t bytes) {
+  lent_.push_back(transport_->allocate(bytes));
+  return *lent_.back();
 }
 
 void Node::start() {
@@ -280,7 +285,7 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
 
 void Node::on_inbound_up(transport::InboundLink& link) {
   const std::string peer = inbound_label(link);
-  Inbound in{&link, metrics_->inbound(peer, transport_->name() == "verbs"),
+  Inbound in{&link, metrics_->inbound(peer, link.in_process() ? "in-process" : transport_->name()),
              &metrics_->link_slots_in_use(peer)};
   in.metrics.up->Increment();  // a count: several producers share the "producer" label
   inbound_.push_back(in);

@@ -68,7 +68,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 3
+VERSION_MINOR = 4
 
 OK = 0
 EINVAL = -1
@@ -122,12 +122,13 @@ class _ProducerOptions(ctypes.Structure):
         ("log_level", ctypes.c_int),
         ("on_outcome", ctypes.c_void_p),  # an _OUTCOME_FN, or None
         ("outcome_user", ctypes.c_void_p),
+        ("run_head", ctypes.c_int),  # since 1.4
     ]
 
     def __init__(self):
         # hoprelay_producer_options_init() is static inline in the header: its defaults.
         super().__init__(ctypes.sizeof(_ProducerOptions), VERSION_MAJOR, VERSION_MINOR,
-                         0, 0, 30000, _LOG_FN(), None, LOG_INFO, None, None)
+                         0, 0, 30000, _LOG_FN(), None, LOG_INFO, None, None, 0)
 
 
 class _ConsumerOptions(ctypes.Structure):
@@ -619,7 +620,11 @@ class Producer(_Handle):
     them either way); also on the calling thread, inside a call (send, commit, flush,
     process, close...). A callback must not call into this producer (RuntimeError); an
     exception it raises is raised by the call it ran in, once that call is done (the
-    first one, if several).
+    first one, if several). `run_head=True` (libhoprelay 1.4): this process runs the head
+    node itself instead of connecting to its hoprelayd (docs/client.md, "A producer that runs
+    its head"): one copy fewer per message; the head moves only inside this producer's calls
+    and stops with it; it binds the head's addresses (:class:`Unavailable` when another
+    process holds them).
 
     The head acknowledges each message once it is safe downstream; the library keeps every
     message until then and sends again what was not acknowledged if the link drops.
@@ -634,9 +639,17 @@ class Producer(_Handle):
     _kind = "producer"
 
     def __init__(self, topology, head, *, origin=0, first_seq=0, connect_timeout=30.0,
-                 log=None, log_level=LOG_INFO, on_outcome=None):
+                 log=None, log_level=LOG_INFO, on_outcome=None, run_head=False):
         super().__init__()
         options = _ProducerOptions()
+        if run_head:
+            if version() < (1, 4):
+                raise VersionError(EVERSION, "Producer(run_head=True): libhoprelay %d.%d cannot "
+                                   "run the head (1.4 and later)" % version())
+            options.run_head = 1
+        elif version() < (1, 4):
+            # The options as a 1.3 library knows them (it refuses a larger struct).
+            options.struct_size = _ProducerOptions.run_head.offset
         options.origin = _int(origin, "Producer(origin=%r)", 0, (1 << 32) - 1,
                               "0 (a random one) to 2**32-1")
         options.first_seq = _int(first_seq, "Producer(first_seq=%r)", 0, (1 << 64) - 1,

@@ -504,7 +504,7 @@ TEST(Cli, SecondInstanceOfANodeIsToldSo) {
   r = run({HOPRELAY_BIN, "recv", "--topology", p.topology().string(), "--node", "a"}, 20s);
   EXPECT_EQ(r.code, 69) << r.output;
   EXPECT_NE(r.output.find("is already in use"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("(is a hoprelayd or another consumer running this node?)"),
+  EXPECT_NE(r.output.find("(is a hoprelayd, a consumer or a producer running this node?)"),
             std::string::npos)
       << r.output;
   p.stop_all();

@@ -344,6 +344,7 @@ def run(topology, directory, metrics):
     outcome_checks(directory)
     dedup_checks(directory)
     durable_checks(directory)
+    run_head_checks(directory)
 
 
 # ---- outcomes: on_outcome ---------------------------------------------------------------------
@@ -820,6 +821,46 @@ with hoprelay.Consumer(topology, "c", state_dir=state_dir) as c:
         batch.clear()
     m.release()
 """
+
+# ---- a producer that runs its head (run_head=True, 1.4) ---------------------------------------
+
+def run_head_checks(directory):
+    """Head a run by the producer (no hoprelayd), leaf c this process's consumer."""
+    ports = free_ports(2)
+    topology = """\
+[pipeline]
+name = "python-run-head"
+transport = "tcp"
+slot_size = "16KiB"
+slots = 32
+
+[nodes.a]
+listen = "127.0.0.1:%d"
+downstream = ["c"]
+
+[nodes.c]
+listen = "127.0.0.1:%d"
+""" % tuple(ports)
+    with hoprelay.Consumer(topology, "c") as consumer:
+        check("Producer(run_head=True) runs head a itself: 1000 messages by send and 500 by "
+              "reserve/commit reach consumer c in order, byte-equal, then the end mark",
+              run_head_stream, consumer, topology)
+
+
+def run_head_stream(consumer, topology):
+    producer = hoprelay.Producer(topology, "a", run_head=True, connect_timeout=10)
+    expect_error(lambda: hoprelay.Producer(topology, "a", run_head=True), hoprelay.EUNAVAILABLE,
+                 "cannot run node a", hoprelay.HoprelayError)
+    origin = producer.origin  # read here: the thread has the handle from now on
+    report = {}
+    thread = threading.Thread(target=produce, args=(producer, report), daemon=True)
+    thread.start()
+    receive(consumer, origin, 0, SEND_PAYLOADS)
+    receive(consumer, origin, len(SEND_PAYLOADS), RESERVE_PAYLOADS)
+    receive_end(consumer, origin, len(EXPECTED))
+    thread.join(RECV_TIMEOUT)
+    producer_done(thread, report)
+
 
 DURABLE_MESSAGES = 3000
 

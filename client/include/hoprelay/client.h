@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 3
+#define HOPRELAY_CLIENT_VERSION_MINOR 4
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -142,6 +142,12 @@ struct hoprelay_producer_options {
   /* Since 1.1: each message's outcome (null: only counted, hoprelay_producer_outcomes). */
   hoprelay_outcome_fn on_outcome;
   void* outcome_user;
+  /* Since 1.4: nonzero: this process runs the head node itself, as a consumer runs its leaf
+   * (docs/client.md, "A producer that runs its head"): no hoprelayd for that node, whose
+   * listen address (and metrics endpoint) this process then binds; messages go from the
+   * producer's buffers straight to the head's downstream links, one copy fewer. The head
+   * moves only inside this producer's calls, and stops with it. */
+  int run_head;
 };
 
 static inline void hoprelay_producer_options_init(struct hoprelay_producer_options* o) {
@@ -154,6 +160,7 @@ static inline void hoprelay_producer_options_init(struct hoprelay_producer_optio
                                         0,
                                         0,
                                         HOPRELAY_CLIENT_LOG_INFO,
+                                        0,
                                         0,
                                         0};
   *o = d;

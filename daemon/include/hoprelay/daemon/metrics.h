@@ -29,9 +29,9 @@ class Family;
 namespace hoprelay::daemon {
 
 struct PeerMetrics {
-  // By transport::Opcode (tcp, send, write); only the ones the link can see exist.
-  std::array<HotCounters::Ref, 3> messages{};
-  std::array<HotCounters::Ref, 3> bytes{};
+  // By transport::Opcode (tcp, send, write, local); only the ones the link can see exist.
+  std::array<HotCounters::Ref, 4> messages{};
+  std::array<HotCounters::Ref, 4> bytes{};
   prometheus::Gauge* up = nullptr;
   // Outbound: messages the peer acknowledged as given up there or below it (its outcomes).
   HotCounters::Ref dropped_below{};
@@ -48,8 +48,9 @@ class NodeMetrics {
   // std::runtime_error (port in use...) worded for the operator.
   void serve();
 
-  // Inbound links see tcp, or send and write over verbs.
-  PeerMetrics inbound(const std::string& peer, bool verbs);
+  // Inbound links see tcp, send and write over verbs, or local from a producer in this
+  // process: `transport` is Transport::name(), or "in-process" for such a link.
+  PeerMetrics inbound(const std::string& peer, std::string_view transport);
   // Outbound links forward with one opcode; its counters are at index 0.
   PeerMetrics outbound(const std::string& peer, const std::string& opcode);
   prometheus::Counter& completion_errors(std::string_view status);

@@ -95,6 +95,11 @@ class Node final : public transport::LinkEvents {
   void tick();
   uint64_t held() const { return held_; }
   std::string_view transport_name() const { return transport_->name(); }
+  // Memory a producer in this process posts from into this node (libhoprelay's producer that
+  // runs its head: transport/inproc). Allocated by the node's transport, so registered with
+  // its device over verbs, since the node's downstream links send from it; owned by the node,
+  // freed after its links and before its transport.
+  transport::MemoryRegion& lend_memory(size_t bytes);
 
   // LinkEvents
   bool admit(const transport::PeerInfo& peer, std::string& reason) override;
@@ -326,6 +331,7 @@ class Node final : public transport::LinkEvents {
   std::vector<uint64_t> worker_counted_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<transport::Transport> transport_;
+  std::vector<std::unique_ptr<transport::MemoryRegion>> lent_;  // lend_memory()
   std::vector<std::unique_ptr<Downstream>> downstream_;
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring
   // Sets taken by open chunked messages, and the current one (a copy of active_, made at the

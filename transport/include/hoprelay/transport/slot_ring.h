@@ -20,10 +20,10 @@ class InboundLink;
 class MemoryRegion;
 struct Outcome;
 
-// How a frame arrived (metrics label `opcode`): over a TCP stream, by RDMA SEND, or by RDMA
-// WRITE with immediate.
-enum class Opcode : uint8_t { kTcp = 0, kSend = 1, kWrite = 2 };
-inline constexpr const char* kOpcodeNames[] = {"tcp", "send", "write"};
+// How a frame arrived (metrics label `opcode`): over a TCP stream, by RDMA SEND, by RDMA
+// WRITE with immediate, or from a producer in the node's own process (transport/inproc).
+enum class Opcode : uint8_t { kTcp = 0, kSend = 1, kWrite = 2, kLocal = 3 };
+inline constexpr const char* kOpcodeNames[] = {"tcp", "send", "write", "local"};
 
 struct Slot {
   std::byte* frame = nullptr;  // kFrameHeaderSize header bytes, then the payload

@@ -81,6 +81,8 @@ class InboundLink {
   // Appends the origin of each frame the sender would send again if the link failed now
   // (SlotRing::unreturned_origins): deduplication must not forget those origins.
   virtual void unreturned_origins(std::vector<uint32_t>& out) const = 0;
+  // The sender is in this process (transport/inproc), whatever transport the node runs.
+  virtual bool in_process() const { return false; }
 
  protected:
   PeerInfo peer_;

@@ -1,0 +1,182 @@
+#include "hoprelay/transport/inproc.h"
+
+#include <stdexcept>
+
+namespace hoprelay::transport::inproc {
+
+InprocInbound::InprocInbound(InprocOutbound& out, const PeerInfo& peer, uint32_t slots)
+    : out_(out), entries_(slots) {
+  peer_ = peer;
+}
+
+void InprocInbound::release(Slot& slot, const Outcome* outcome) {
+  Entry& e = entries_[slot.index];
+  e.released = true;
+  if (outcome) {
+    if (!e.outcome) e.outcome = std::make_unique<Outcome>();  // once per entry, then reused
+    *e.outcome = *outcome;
+    e.dropped = true;
+  }
+  out_.schedule();
+}
+
+uint32_t InprocInbound::slots_in_use() const {
+  return static_cast<uint32_t>(head_ - tail_);
+}
+
+void InprocInbound::unreturned_origins(std::vector<uint32_t>& out) const {
+  for (uint64_t i = tail_; i < head_; ++i) out.push_back(entries_[i % entries_.size()].slot.origin);
+}
+
+InprocOutbound::InprocOutbound(EventLoop& loop, LinkEvents& node, LinkEvents& producer,
+                               const PeerInfo& peer, const ConnectParams& params,
+                               uint32_t slot_size)
+    : loop_(loop),
+      node_(node),
+      producer_(producer),
+      in_(*this, peer, params.expected_slots),
+      slot_size_(slot_size) {
+  peer_name_ = params.peer_name;
+  // As a transport's handshake does: admitted (or refused) once the loop runs, so the producer
+  // learns it from the same callbacks, in the same place, as over a network.
+  loop_.defer([this, alive = std::weak_ptr<bool>(alive_)] {
+    if (alive.lock()) admit();
+  });
+}
+
+InprocOutbound::~InprocOutbound() {
+  *alive_ = false;
+}
+
+void InprocOutbound::admit() {
+  if (closed_) return;
+  std::string reason;
+  if (!node_.admit(in_.peer(), reason)) {
+    closed_ = true;
+    producer_.on_refused(*this, reason);
+    return;
+  }
+  node_.on_inbound_up(in_);
+  up_ = true;
+  peer_next_seq_ = node_.resume_seq(in_.peer());
+  producer_.on_outbound_up(*this);
+  producer_.on_credit(*this);
+}
+
+uint32_t InprocOutbound::credits() const {
+  return up_ ? in_.slots() - static_cast<uint32_t>(in_.head_ - in_.tail_) : 0;
+}
+
+bool InprocOutbound::post(const OutFrame& frame) {
+  if (credits() == 0) return false;
+  auto index = static_cast<uint32_t>(in_.head_ % in_.entries_.size());
+  InprocInbound::Entry& e = in_.entries_[index];
+  // A slot as a transport fills it from the wire, over the producer's memory: the frame header
+  // would be in front of the payload (the region leaves room; nothing reads it).
+  e.slot = Slot{};
+  e.slot.frame = const_cast<std::byte*>(frame.payload) - kFrameHeaderSize;
+  e.slot.link = &in_;
+  e.slot.memory = frame.memory;
+  e.slot.index = index;
+  e.slot.length = frame.length;
+  e.slot.origin = frame.origin;
+  e.slot.flags = frame.flags;
+  e.slot.opcode = Opcode::kLocal;
+  e.slot.seq = frame.seq;
+  e.slot.chunk = frame.chunk;
+  e.cookie = frame.cookie;
+  e.released = false;
+  e.dropped = false;
+  ++in_.head_;
+  schedule();
+  return true;
+}
+
+void InprocOutbound::schedule() {
+  if (scheduled_ || closed_) return;
+  scheduled_ = true;
+  loop_.defer([this, alive = std::weak_ptr<bool>(alive_)] {
+    if (!alive.lock()) return;
+    scheduled_ = false;
+    run();
+  });
+}
+
+void InprocOutbound::run() {
+  // Frames to the node first: a stage that drops releases at once, and that acknowledgement
+  // goes back in this same run.
+  while (!closed_ && in_.delivered_ < in_.head_) {
+    InprocInbound::Entry& e = in_.entries_[in_.delivered_++ % in_.entries_.size()];
+    node_.on_message(in_, e.slot);
+  }
+  uint32_t acked = 0;
+  while (!closed_ && in_.tail_ < in_.head_) {
+    InprocInbound::Entry& e = in_.entries_[in_.tail_ % in_.entries_.size()];
+    if (!e.released) break;
+    // Its outcome while the entry is still this frame's; the credit after it.
+    if (e.dropped) producer_.on_outcome(*this, e.cookie, *e.outcome);
+    void* cookie = e.cookie;
+    ++in_.tail_;
+    ++acked;
+    producer_.on_acked(*this, cookie);
+  }
+  if (acked != 0 && !closed_) producer_.on_credit(*this);
+}
+
+void InprocOutbound::close() {
+  if (closed_) return;
+  closed_ = true;
+  const bool was_up = up_;
+  up_ = false;
+  // What the node holds stays valid until it releases it (the memory is the node's, the
+  // entries this object's): those releases acknowledge nothing any more.
+  if (was_up) node_.on_inbound_down(in_, "the producer closed its link");
+  const uint64_t unacknowledged = in_.head_ - in_.tail_;
+  for (uint64_t i = in_.head_; i-- > in_.tail_;) {
+    producer_.on_returned(*this, in_.entries_[i % in_.entries_.size()].cookie);
+  }
+  in_.delivered_ = in_.head_;
+  if (was_up) report_down(producer_, "closed by the producer", false, unacknowledged, true);
+}
+
+InprocTransport::InprocTransport(EventLoop& loop, LinkEvents& node, LinkEvents& producer,
+                                 Identity identity, uint32_t slot_size, Allocate node_memory)
+    : loop_(loop),
+      node_(node),
+      producer_(producer),
+      identity_(std::move(identity)),
+      slot_size_(slot_size),
+      node_memory_(std::move(node_memory)) {}
+
+void InprocTransport::listen(const ListenParams&) {
+  throw TransportError("an in-process link takes no connections: its node listens for them");
+}
+
+std::unique_ptr<OutboundLink> InprocTransport::connect(const ConnectParams& params) {
+  PeerInfo peer{identity_.role, identity_.name, identity_.topology_hash, identity_.origin,
+                "this process"};
+  return std::make_unique<InprocOutbound>(loop_, node_, producer_, peer, params, slot_size_);
+}
+
+namespace {
+
+// A view of the node's region that starts kFrameHeaderSize bytes (a cache line) in: a slot's
+// frame pointer, the header's place in front of a payload, stays inside the region.
+class Headroom final : public MemoryRegion {
+ public:
+  static constexpr size_t kRoom = 64;
+  Headroom(MemoryRegion& whole, size_t bytes)
+      : MemoryRegion(whole.data() + kRoom, bytes), whole_(whole) {}
+  uint32_t lkey() const override { return whole_.lkey(); }
+
+ private:
+  MemoryRegion& whole_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryRegion> InprocTransport::allocate(size_t bytes) {
+  return std::make_unique<Headroom>(node_memory_(bytes + Headroom::kRoom), bytes);
+}
+
+}  // namespace hoprelay::transport::inproc
