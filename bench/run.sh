@@ -10,6 +10,8 @@
 #   chainbusy  the chain with b on poll = "busy", pinned (cpu = N) to the last CPU this process
 #           may use (one spinner only: the machine may have just 2 cores); latency only
 #   fanout  hoprelay send -> a -> {l1, l2}     (broadcast: every message reaches both leaves)
+#   fanouthead  the fan-out with head a run by the producer (hoprelay send --run-head): no
+#           hoprelayd for a (docs/client.md, "A producer that runs its head")
 #   zmq     ZeroMQ PUSH -> proxy -> proxy -> PULL (bench/zmq_chain.cpp)
 #   tcp     raw TCP one-hop stream with length prefixes (bench/tcp_stream.cpp), the ceiling
 #   mpi_chain_ALG, mpi_fanout_ALG  Open MPI's MPI_Bcast (bench/mpi_bcast.c) over its TCP BTL on
@@ -112,9 +114,9 @@ if ((EUID == 0)); then mpi_args+=(--allow-run-as-root); fi
 mpi_steps=0
 [[ -n $mpi_missing ]] || mpi_steps=$((2 * ${#mpi_algs[@]}))
 
-# 9 steps per size: hop1, chain, fanout, zmq, tcp throughput; hop1, chain, chainbusy, zmq
+# 10 steps per size: hop1, chain, fanout, fanouthead, zmq, tcp throughput; hop1, chain, chainbusy, zmq
 # latency; and the MPI_Bcast runs.
-steps=$((${#sizes[@]} * (9 + mpi_steps)))
+steps=$((${#sizes[@]} * (10 + mpi_steps)))
 step=0
 progress() { # WHAT...: starts a progress line on stderr; `done_line` ends it
   step=$((step + 1))
@@ -186,6 +188,8 @@ declare -A daemon_pid
 cur_topo='' cur_head='' cur_leaf='' cur_name=''
 cur_nodes=()
 cur_pids=()
+# 1: the producer runs the head (send --run-head), so start_topology starts no hoprelayd for it.
+head_in_send=0
 start_topology() { # NAME SIZE NODE:DOWN... (downstream first; the last is the head)
   cur_name=$1
   local size=$2
@@ -194,6 +198,9 @@ start_topology() { # NAME SIZE NODE:DOWN... (downstream first; the last is the h
   write_topology "$cur_topo" "$size" "$@"
   cur_nodes=()
   cur_pids=()
+  cur_head=${*: -1}
+  cur_head=${cur_head%%:*}
+  ((head_in_send)) && set -- "${@:1:$#-1}"
   local spec n down log
   for spec in "$@"; do
     n=${spec%%:*}
@@ -205,7 +212,6 @@ start_topology() { # NAME SIZE NODE:DOWN... (downstream first; the last is the h
     cur_pids+=("$!")
   done
   cur_leaf=${cur_nodes[0]}
-  cur_head=${cur_nodes[-1]}
   for spec in "$@"; do
     n=${spec%%:*}
     down=${spec#*:}
@@ -265,11 +271,13 @@ busy0=0 busy1=0 wall0=0 wall1=0
 measure() {
   local system=$1 size=$2 count=$3 before after
   case $system in
-    hop1 | chain | fanout)
+    hop1 | chain | fanout | fanouthead)
+      local run_head=()
+      [[ $system == fanouthead ]] && run_head=(--run-head)
       before=$(cpu_ticks "${cur_pids[@]}")
       timed "$work/send.out" "$hoprelay" send --topology "$cur_topo" --to "$cur_head" \
         --count "$count" --size "$size" --origin "$next_origin" --connect-timeout 10 \
-        --log-level error
+        --log-level error "${run_head[@]}"
       next_origin=$((next_origin + 1))
       after=$(cpu_ticks "${cur_pids[@]}")
       # "sent N messages, B bytes in T s: R msg/s, G Gb/s (origin O)": T has 3 decimals, R
@@ -423,6 +431,12 @@ for size in "${sizes[@]}"; do
 
   start_topology fanout "$size" "l1:" "l2:" "a:l1,l2"
   throughput fanout "$size"
+  stop_topology "$size"
+
+  head_in_send=1
+  start_topology fanouthead "$size" "l1:" "l2:" "a:l1,l2"
+  head_in_send=0
+  throughput fanouthead "$size"
   stop_topology "$size"
 
   throughput zmq "$size"

@@ -118,14 +118,15 @@ class Producer final : public transport::LinkEvents {
   std::shared_ptr<const config::Topology> topology_;
   const config::NodeSpec* head_;
   transport::EventLoop loop_;
-  // run_head: the head node, destroyed first (its links send from memory_, its slots are
-  // memory_'s buffers and link_'s entries); its tick, once a second.
-  std::unique_ptr<daemon::Node> node_;
-  transport::EventLoop::TimerId tick_ = 0;
-  void schedule_tick();
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::OutboundLink> link_;
   std::unique_ptr<transport::MemoryRegion> memory_;
+  // run_head: the head node, declared after the link and the memory so that it goes first
+  // however the producer ends (its links send from memory_, its slots are memory_'s buffers
+  // and link_'s entries); its tick, once a second.
+  std::unique_ptr<daemon::Node> node_;
+  transport::EventLoop::TimerId tick_ = 0;
+  void schedule_tick();
   std::vector<Buffer> buffers_;
   std::vector<Buffer*> free_;
   daemon::RingQueue<Buffer*> queue_;  // to post, in order: returned ones first

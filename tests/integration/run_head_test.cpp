@@ -100,6 +100,27 @@ TEST(RunHead, DropsDownstreamAreReportedToTheProducer) {
   p.stop_all();
 }
 
+// Interrupted while its head holds every message for a leaf that is down: the producer ends
+// cleanly (the head's slots are its buffers: freed after the head), and a rerun with --resume
+// sends everything again (its head starts afresh), which the leaf takes exactly once.
+TEST(RunHead, InterruptedWhileItsHeadHoldsMessagesThenResumed) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  auto first = p.start_send("a", 50, 300, {"--run-head", "--origin", "77"});
+  std::this_thread::sleep_for(1000ms);  // 50 messages are in its head by then, b is down
+  ASSERT_TRUE(first->running()) << first->output();
+  first->signal(SIGINT);
+  EXPECT_EQ(first->wait(10s), 130) << first->output();
+  EXPECT_TRUE(has(first->output(), "interrupted (SIGINT): 50 messages sent, 0 acknowledged"))
+      << first->output();
+  start_all_but_head(p, {"b"});
+  RunResult again = p.send("a", 50, 300, {"--run-head", "--origin", "77", "--resume"});
+  EXPECT_EQ(again.code, 0) << again.output;
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 50); }, 10s));
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 50);
+}
+
 // A head that a hoprelayd runs already: the producer cannot run it too, and says why.
 TEST(RunHead, AHeadRunningElsewhereIsNamed) {
   TempDir dir;

@@ -12,6 +12,12 @@ InprocInbound::InprocInbound(InprocOutbound& out, const PeerInfo& peer, uint32_t
 void InprocInbound::release(Slot& slot, const Outcome* outcome) {
   Entry& e = entries_[slot.index];
   e.released = true;
+  if (out_.closed_) {
+    // Its frames went back to the producer when it closed: nothing to acknowledge, but the
+    // node learns from slots_in_use() when it holds none of this link any more.
+    while (tail_ < head_ && entries_[tail_ % entries_.size()].released) ++tail_;
+    return;
+  }
   if (outcome) {
     if (!e.outcome) e.outcome = std::make_unique<Outcome>();  // once per entry, then reused
     *e.outcome = *outcome;
@@ -135,7 +141,14 @@ void InprocOutbound::close() {
   for (uint64_t i = in_.head_; i-- > in_.tail_;) {
     producer_.on_returned(*this, in_.entries_[i % in_.entries_.size()].cookie);
   }
+  // Frames never handed to the node are not its to release.
+  for (uint64_t i = in_.delivered_; i < in_.head_; ++i) {
+    in_.entries_[i % in_.entries_.size()].released = true;
+  }
   in_.delivered_ = in_.head_;
+  while (in_.tail_ < in_.head_ && in_.entries_[in_.tail_ % in_.entries_.size()].released) {
+    ++in_.tail_;
+  }
   if (was_up) report_down(producer_, "closed by the producer", false, unacknowledged, true);
 }
 
