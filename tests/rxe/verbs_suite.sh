@@ -405,6 +405,60 @@ T
     "$WORK/$name-c.json" $((2 * count))
 }
 
+# run_head BASE_PORT: the producer runs head a itself (hoprelay send --run-head; docs/client.md)
+# and a forwards by RDMA WRITE with immediate straight from the producer's buffers (registered
+# by a's transport: Node::lend_memory) to b (crc32c stamp) -> c (verify-sink); messages of
+# 10,000 bytes in 4 KiB slots (chunks), b killed -9 and restarted mid-stream.
+run_head() {
+  local t="$WORK/run_head.toml" count=${RXE_RUN_HEAD_COUNT:-6000} size=10000
+  local pa=$(($1 + 1)) pb=$(($1 + 2)) pc=$(($1 + 3)) mc=$(($1 + 4))
+  cat >"$t" <<T
+[pipeline]
+name = "run_head"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+forward = "write"
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$pb"
+downstream = ["c"]
+stage = { plugin = "crc32c", mode = "stamp" }
+[nodes.c]
+listen = "$RXE_IP:$pc"
+metrics = "127.0.0.1:$mc"
+stage = { plugin = "verify-sink", report = "$WORK/run_head-c.json" }
+T
+  start "$t" c
+  start "$t" b
+  local b_index=$((${#pids[@]} - 1))
+  wait_metrics "$mc" || { fail "run_head: c did not start"; stop_all; return; }
+  timeout 300 "$HOPRELAY" send --topology "$t" --to a --run-head --count "$count" \
+    --size "$size" --rate 2000 --log-level info >"$WORK/run_head-send.out" 2>&1 &
+  local sender=$!
+  sleep 1.5
+  kill -9 "${pids[$b_index]}"
+  wait "${pids[$b_index]}" 2>/dev/null
+  sleep 0.3
+  mv "$WORK/b.log" "$WORK/run_head-b.1.log"
+  "$HOPRELAYD" --topology "$t" --node b 2>"$WORK/b.log" &
+  pids[b_index]=$!
+  wait "$sender" || fail "run_head: hoprelay send --run-head failed: $(tail -3 "$WORK/run_head-send.out")"
+  wait_received "$WORK/run_head-c.json" "$count"
+  stop_all || fail "run_head: a daemon did not exit 0 on SIGTERM"
+  for node in b c; do mv "$WORK/$node.log" "$WORK/run_head-$node.log"; done
+  grep -q "transport verbs" "$WORK/run_head-send.out" ||
+    fail "run_head: the producer's head did not run verbs: $(grep -m1 transport "$WORK/run_head-send.out")"
+  grep -q "forwarding by RDMA WRITE" "$WORK/run_head-send.out" ||
+    fail "run_head: the head did not forward by RDMA WRITE"
+  grep -q "kept for replay" "$WORK/run_head-send.out" ||
+    fail "run_head: the head never replayed (did the kill hit?)"
+  check_clean "verbs: the producer runs head a (send --run-head), RDMA WRITE from its buffers, b killed -9 mid-stream, $count messages of $size B" \
+    "$WORK/run_head-c.json" "$count"
+}
+
 # pair_topology NAME PORT_A PORT_B METRICS_B: a -> b over verbs, b a verify-sink reporting to
 # $WORK/NAME-b.json.
 pair_topology() {
@@ -1015,6 +1069,7 @@ only operator_errors && operator_errors
 only faults && faults
 only threads && threads 2 7600
 only threads && threads 4 7610
+only run_head && run_head 7620
 only bench && [[ ${RXE_BENCH:-1} == 1 ]] && bench
 only latency && [[ ${RXE_BENCH:-1} == 1 ]] && latency
 only peers_probe && [[ ${RXE_BENCH:-1} == 1 ]] && peers_probe | tee -a "$WORK/bench.txt"
