@@ -297,16 +297,19 @@ class Outcomes {
     }
     if (o.status != HOPRELAY_DROPPED) return;
     ++dropped_;
-    // Keyed by the place and words of the main reason (the drops after it are consequences).
-    const hoprelay_drop* main = &o.drop[0];
+    // Counted at every place that gave it up for the main reason (behind a fan-out, each
+    // branch that dropped it lost it), keyed by the place and its words; drops of another
+    // reason are consequences of the main one (incomplete further down).
+    bool counted = false;
     for (uint32_t i = 0; i < o.n_drops; ++i) {
-      if (o.drop[i].reason == o.reason) {
-        main = &o.drop[i];
-        break;
-      }
+      if (o.drop[i].reason != o.reason) continue;
+      ++by_place_[{o.drop[i].node, hoprelay_drop_reason_name(o.drop[i].reason), o.drop[i].detail}];
+      counted = true;
     }
-    auto& n = by_place_[{main->node, hoprelay_drop_reason_name(main->reason), main->detail}];
-    ++n;
+    if (!counted && o.n_drops > 0) {
+      ++by_place_[{o.drop[0].node, hoprelay_drop_reason_name(o.drop[0].reason), o.drop[0].detail}];
+    }
+    if (o.drops > o.n_drops) ++unnamed_;
     if (o.partial) ++partial_;
   }
   uint64_t dropped() const { return dropped_; }
@@ -320,6 +323,12 @@ class Outcomes {
                    static_cast<unsigned long long>(n), static_cast<unsigned long long>(messages),
                    node.c_str(), reason.c_str(), detail.empty() ? "" : " (", detail.c_str(),
                    detail.empty() ? "" : ")");
+    }
+    if (unnamed_) {
+      std::fprintf(stderr,
+                   "hoprelay send: %llu of the dropped messages were also dropped at more places "
+                   "than an outcome names (%d): the drop lines in the nodes' logs name them\n",
+                   static_cast<unsigned long long>(unnamed_), HOPRELAY_OUTCOME_RECORDS);
     }
     if (partial_) {
       std::fprintf(stderr,
@@ -350,7 +359,7 @@ class Outcomes {
  private:
   bool resume_;  // --resume: repeats are the part an interrupted send got through
   uint32_t origin_ = 0;
-  uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0;
+  uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0, unnamed_ = 0;
   uint64_t first_repeat_ = 0, last_repeat_ = 0;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> by_place_;
 };

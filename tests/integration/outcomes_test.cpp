@@ -69,6 +69,30 @@ TEST(Outcomes, AFanOutMergesItsBranches) {
   expect_clean(read_report(dir / "c1.json"), 2000);
 }
 
+// A message given up on two branches is lost to both: each place's line counts it (before,
+// only the first place of each message was counted, so c3's 500 drops, all of them also c2's,
+// went unsaid and c2 seemed the only branch that lost anything).
+TEST(Outcomes, EachBranchThatDroppedAMessageCountsIt) {
+  TempDir dir;
+  Pipeline p(dir,
+             {{"a", {"b"}},
+              {"b", {"c1", "c2", "c3"}, "{ plugin = \"passthrough\" }", "route = \"broadcast\""},
+              {"c1", {}, sink(dir, "c1")},
+              {"c2", {}, drop_every(2)},
+              {"c3", {}, drop_every(4)}});
+  p.start_all();
+  RunResult r = p.send("a", 2000, 512);
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(has(r.output, "1000 delivered, 1000 dropped, 0 repeats")) << r.output;
+  EXPECT_TRUE(has(r.output, "1000 of 2000 messages dropped at c2: stage_drop")) << r.output;
+  EXPECT_TRUE(has(r.output, "500 of 2000 messages dropped at c3: stage_drop")) << r.output;
+  EXPECT_TRUE(has(r.output, "1000 of the dropped messages were delivered on other branches"))
+      << r.output;
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c1", 2000); }, 10s));
+  p.stop_all();
+  expect_clean(read_report(dir / "c1.json"), 2000);
+}
+
 // on_peer_down = "drop-after": what b gives up for c, down, reaches the producer.
 TEST(Outcomes, PeerDownDropsAreReported) {
   TempDir dir;
