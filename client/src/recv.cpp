@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <vector>
@@ -142,6 +143,27 @@ int run_recv(const RecvOptions& o) {
                    o.output.c_str(), static_cast<long long>(st.st_size), o.state_dir.c_str(),
                    o.output.c_str());
       return 2;
+    }
+    // The marker names the one output this state dir's position is of: another output (the
+    // next file, given the same --state-dir) would be cut to that position and appended to,
+    // or refused as shorter than it. Compared as files, so that another spelling of the same
+    // path passes; a marked output that no longer exists (moved) is not compared.
+    if (ours) {
+      std::ifstream marker(output_marker(o.state_dir));
+      std::string marked;
+      std::getline(marker, marked);
+      struct stat ms {};
+      struct stat os {};
+      if (!marked.empty() && ::stat(marked.c_str(), &ms) == 0 &&
+          (::stat(o.output.c_str(), &os) != 0 || ms.st_dev != os.st_dev ||
+           ms.st_ino != os.st_ino)) {
+        std::fprintf(stderr,
+                     "hoprelay recv: %s keeps the position of %s, not of %s: a state dir "
+                     "serves one output. Give --output %s to go on with it, or a new "
+                     "--state-dir for another output\n",
+                     o.state_dir.c_str(), marked.c_str(), o.output.c_str(), marked.c_str());
+        return 2;
+      }
     }
     co.state_dir = o.state_dir.c_str();
   }

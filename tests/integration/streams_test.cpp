@@ -340,6 +340,44 @@ TEST(Streams, ADurableRecvKilledBeforeItsFirstCommitResumes) {
   c.p.stop_all();
 }
 
+// A state dir keeps the position of the one output it was used with (its marker): a recv given
+// the same state dir and another output (the next file, say) is refused before it touches
+// either. Before, a new file was created and refused as "0 bytes, less than the 14 its durable
+// position says were written: restore the file", and another file that held more than the
+// position was cut to it and appended to.
+TEST(Streams, ADurableRecvRefusesAnOutputItsStateDirWasNotUsedWith) {
+  Chain c;
+  const fs::path first = c.dir / "first.bin", second = c.dir / "second.bin",
+                 other = c.dir / "other.bin", state = c.dir / "state", in = c.dir / "in.txt";
+  write_file(in, "one\ntwo\nthree\n");
+  auto recv =
+      c.recv(first, {"--state-dir", state.string(), "--framing", "lines", "--streams", "1"});
+  auto send = c.send_stdin(in, "--framing lines");
+  ASSERT_EQ(send->wait(60s), 0) << send->output();
+  ASSERT_EQ(recv->wait(60s), 0) << recv->output();
+  write_file(other, std::string(100, 'x'));
+  for (const fs::path& out : {second, other}) {
+    Process again({HOPRELAY_BIN, "recv", "--topology", c.p.topology().string(), "--node", "c",
+                   "--output", out.string(), "--state-dir", state.string(), "--timeout", "3"},
+                  c.dir / "again.log");
+    EXPECT_EQ(again.wait(30s), 2) << again.output();
+    EXPECT_NE(again.output().find(state.string() + " keeps the position of " + first.string() +
+                                  ", not of " + out.string()),
+              std::string::npos)
+        << again.output();
+  }
+  EXPECT_FALSE(fs::exists(second));
+  EXPECT_EQ(size_of(other), 100u);
+  EXPECT_TRUE(same_file(in, first));
+  // The output it was used with goes on as before.
+  Process same({HOPRELAY_BIN, "recv", "--topology", c.p.topology().string(), "--node", "c",
+                "--output", first.string(), "--state-dir", state.string(), "--timeout", "1"},
+               c.dir / "same.log");
+  EXPECT_NE(same.wait(30s), 2) << same.output();
+  EXPECT_TRUE(same_file(in, first));
+  c.p.stop_all();
+}
+
 // Records of random lengths, 0 bytes to more than a slot (16 KiB: chunks), one per message.
 TEST(Streams, LinesAndLengthFramingArriveRecordForRecord) {
   Chain c;
