@@ -2,7 +2,8 @@
  *
  * A producer connects to a head node of the topology and sends messages; the head
  * acknowledges each once it is safe downstream, and the library keeps every message until
- * then, sending again what was not acknowledged when the link drops and comes back.
+ * then, sending again what was not acknowledged when the link drops and comes back. (Or,
+ * with options.run_head, since 1.4, the producer runs the head node itself, in its process.)
  * A consumer *is* a leaf node of the topology: it runs that node's receive side in the
  * application's process (the transports, admission, credits, deduplication and
  * acknowledgements of hoprelayd) and hands over each message as a view of the slot it landed
