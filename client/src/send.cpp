@@ -35,15 +35,70 @@ void stop_if_signalled() {
   if (stop_signal()) throw Interrupted{};
 }
 
+// A send that waits with nothing acknowledged for this long says so, once per stall: blocked in
+// silence (a downstream peer down, held for with on_peer_down = "block"), it looks hung.
+constexpr auto kStallNotice = std::chrono::seconds(10);
+
+class StallNotice {
+ public:
+  StallNotice(Producer& p, const std::string& topology) : p_(p), topology_(topology) {}
+  // A call that waited returned: after a notice, whether acknowledgements came back (nothing
+  // to do otherwise: no clock read per message).
+  void done() {
+    if (said_) waiting();
+  }
+  // Called while a call waits (between its steps).
+  void waiting() {
+    const auto now = Clock::now();
+    const uint64_t acked = p_.stats().acknowledged;
+    if (acked != acked_) {
+      if (said_) {
+        std::fprintf(stderr, "hoprelay send: acknowledgements again after %lld s\n",
+                     static_cast<long long>(
+                         std::chrono::duration_cast<std::chrono::seconds>(now - since_).count()));
+      }
+      said_ = false;
+      acked_ = acked;
+      since_ = now;
+      return;
+    }
+    if (said_ || now - since_ < kStallNotice) return;
+    said_ = true;
+    const uint64_t waiting = p_.stats().sent - acked;
+    std::fprintf(stderr,
+                 "hoprelay send: nothing acknowledged for %lld s, %llu message%s waiting: a node "
+                 "or consumer downstream is down, stalled or holding messages (a relay keeps "
+                 "what is routed to a peer that is down until it is back, with on_peer_down = "
+                 "\"block\", the default). `hoprelay status --topology %s` shows where; the send "
+                 "goes on by itself once it is back\n",
+                 static_cast<long long>(
+                     std::chrono::duration_cast<std::chrono::seconds>(now - since_).count()),
+                 static_cast<unsigned long long>(waiting), waiting == 1 ? "" : "s",
+                 topology_.c_str());
+  }
+
+ private:
+  Producer& p_;
+  const std::string& topology_;
+  uint64_t acked_ = 0;
+  Clock::time_point since_ = Clock::now();
+  bool said_ = false;
+};
+
 // Calls wait(kStopStepMs) (a library call that waits up to its argument) until it returns
 // anything but ETIMEDOUT: as long as it takes, unless a stop signal comes, also one that came
-// during the step that succeeded (libhoprelay waits on through it).
+// during the step that succeeded (libhoprelay waits on through it). `notice`, if given, hears
+// of each step that waited in vain.
 template <class Wait>
-int in_steps(Wait wait) {
+int in_steps(Wait wait, StallNotice* notice = nullptr) {
   for (;;) {
     const int rc = wait(kStopStepMs);
     stop_if_signalled();
-    if (rc != HOPRELAY_ETIMEDOUT) return rc;
+    if (rc != HOPRELAY_ETIMEDOUT) {
+      if (notice) notice->done();
+      return rc;
+    }
+    if (notice) notice->waiting();
   }
 }
 
@@ -151,9 +206,10 @@ class Input {
 
 class Sender {
  public:
-  Sender(Producer& p, const SendOptions& o)
+  Sender(Producer& p, const SendOptions& o, StallNotice& notice)
       : p_(p),
         o_(o),
+        notice_(notice),
         t0_(Clock::now()),
         max_reserve_(o.copy ? 0 : p.max_reserve()),
         repeats_(p.resume_seq() > o.first_seq ? p.resume_seq() - o.first_seq : 0) {}
@@ -178,8 +234,9 @@ class Sender {
   }
   void send(std::span<const std::byte> m, bool more) {
     stop_if_signalled();
-    check(in_steps(
-        [&](int step) { return p_.send(m, more ? HOPRELAY_SEND_MORE : 0, nullptr, step); }));
+    check(
+        in_steps([&](int step) { return p_.send(m, more ? HOPRELAY_SEND_MORE : 0, nullptr, step); },
+                 &notice_));
     bytes_ += m.size();
   }
   // A buffer of n bytes for the next message: registered memory when it fits a slot (and
@@ -188,11 +245,13 @@ class Sender {
     stop_if_signalled();
     if (n <= max_reserve_) {
       std::span<std::byte> b;
-      check(in_steps([&](int step) {
-        int rc = 0;
-        b = p_.reserve(n, step, &rc);
-        return rc;
-      }));
+      check(in_steps(
+          [&](int step) {
+            int rc = 0;
+            b = p_.reserve(n, step, &rc);
+            return rc;
+          },
+          &notice_));
       return b;
     }
     big_.resize(n);
@@ -211,6 +270,7 @@ class Sender {
  private:
   Producer& p_;
   const SendOptions& o_;
+  StallNotice& notice_;
   Clock::time_point t0_;
   size_t max_reserve_;  // one slot of the head, fixed once open returned; 0 with --copy
   uint64_t repeats_;    // messages from the first that the head has already (not sent)
@@ -485,14 +545,15 @@ int run_send(const SendOptions& o) {
     Producer& p = producer.emplace(o.topology, o.head, &po);
     waiting.stop();
     signals.emplace();
-    Sender s(p, o);
+    StallNotice notice(p, o.topology);
+    Sender s(p, o, notice);
     auto t0 = Clock::now();
     if (input >= 0) {
       send_stream(p, s, o, input);
     } else {
       send_generated(p, s, o);
     }
-    int rc = in_steps([&p](int step) { return p.flush(step); });
+    int rc = in_steps([&p](int step) { return p.flush(step); }, &notice);
     if (rc != HOPRELAY_OK) throw_last(rc);
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     auto stats = p.stats();

@@ -565,6 +565,31 @@ TEST(Cli, SendToAHeadThatIsDownSaysItWaitsOnATerminal) {
                           ": No such file or directory\n");
 }
 
+// A send that waits with nothing acknowledged (its head's downstream is down: a holds the
+// messages for b) says so once after 10 s, and says so again when acknowledgements come back.
+TEST(Cli, ASendStalledDownstreamSaysWhyOnce) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start("a");
+  ASSERT_TRUE(wait_until([&] { return !scrape(p.node("a").metrics).empty(); }, 10s));
+  auto send = p.start_send("a", 10, 100);
+  const std::string stalled = "hoprelay send: nothing acknowledged for 10 s, 10 messages waiting";
+  ASSERT_TRUE(wait_until([&] { return send->output().find(stalled) != std::string::npos; }, 30s))
+      << send->output();
+  EXPECT_NE(
+      send->output().find("`hoprelay status --topology " + p.topology().string() + "` shows where"),
+      std::string::npos)
+      << send->output();
+  p.start("b");
+  EXPECT_EQ(send->wait(30s), 0) << send->output();
+  const std::string said = send->output();
+  EXPECT_NE(said.find("hoprelay send: acknowledgements again after "), std::string::npos) << said;
+  EXPECT_EQ(said.find(stalled), said.rfind(stalled)) << said;  // once
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 10); }, 10s));
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 10);
+}
+
 TEST(Cli, MissingStateDirectoryIsExplained) {
   if (fs::exists("/var/lib/hoprelay")) {
     GTEST_SKIP() << "/var/lib/hoprelay exists on this host: the hint is only for its absence";
