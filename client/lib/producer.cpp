@@ -297,7 +297,19 @@ int Producer::close(int timeout_ms) {
   }
   if (link_) link_->close();
   loop_.run_pending();
+  if (node_) stop_head(timeout_ms);
   return rc;
+}
+
+void Producer::stop_head(int timeout_ms) {
+  // As hoprelayd stops its node (a drain): the downstream peers are told goodbye (BYE) once
+  // the head holds nothing, rather than see their connection drop, which they log as a
+  // failure. Held messages (close timed out) wait no longer than the close's own timeout.
+  bool stopped = false;
+  node_->drain(std::chrono::milliseconds(std::clamp(timeout_ms, 0, 1000)),
+               [&stopped](uint64_t) { stopped = true; });
+  for (int i = 0; i < 100 && !stopped; ++i) loop_.run_once(std::chrono::milliseconds(20));
+  loop_.run_once(std::chrono::milliseconds(0));  // the goodbyes go out
 }
 
 bool Producer::post(Buffer& b) {

@@ -160,6 +160,8 @@ class Producer final : public transport::LinkEvents {
   bool lost_ = false;
   std::string lost_device_;
   int fail_lost(const char* what);
+  // run_head: the head drained and its downstream links closed with a goodbye.
+  void stop_head(int timeout_ms);
 };
 
 }  // namespace hoprelay::client

@@ -61,6 +61,13 @@ TEST(RunHead, AFanOutFromTheProducersOwnHead) {
   p.stop_all();
   expect_clean(read_report(dir / "l1.json"), 3600);
   expect_clean(read_report(dir / "l2.json"), 3600);
+  // Each send's head closed its links with a goodbye, as a hoprelayd head stopping does: the
+  // leaves logged no failure.
+  for (const char* leaf : {"l1", "l2"}) {
+    const std::string log = read_file(dir / (std::string(leaf) + ".log"));
+    EXPECT_FALSE(has(log, "warning")) << log;
+    EXPECT_TRUE(has(log, "closed by the peer")) << log;
+  }
 }
 
 // The relay after the producer's head killed twice mid-stream: the head replays what it had
