@@ -1,0 +1,135 @@
+// libhoprelay from several threads at once, as client.h allows ("different handles may be used
+// from different threads at once"): two pipelines, each one node that is a head and a leaf,
+// each driven by two threads of its own, a producer's and a consumer's, all four opening,
+// sending, receiving and closing at the same time, with their log callbacks on. The second
+// node runs its stage on 2 worker threads (threads = 2) inside the consumer. Every message
+// arrives once, in order, with its bytes. Its point is ThreadSanitizer (a build with
+// -fsanitize=thread): what handles share behind the application's back (loggers, statics).
+//
+//   client_threads COUNT     (exit 0 and "client_threads: ok ..." on success)
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <hoprelay/client.h>
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "client_threads: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// 4 KiB slots: every seventh message is larger than a slot and goes as chunks.
+size_t size_of(uint64_t seq) {
+  return seq % 7 == 6 ? 9000 + seq % 100 : 1 + (seq * 7919) % 3000;
+}
+
+unsigned char byte_of(uint64_t seq, size_t i) {
+  return static_cast<unsigned char>(seq * 31 + i);
+}
+
+// Lines are dropped; the callback is there so that every handle's log lines are routed.
+std::atomic<uint64_t> log_lines{0};
+void count_line(void*, int, const char*) {
+  log_lines.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string topology(int port, const std::string& node_extra) {
+  return "[pipeline]\nname = \"threads" + std::to_string(port) +
+         "\"\ntransport = \"tcp\"\nslot_size = \"4KiB\"\nslots = 16\n\n[nodes.solo]\nlisten = "
+         "\"127.0.0.1:" +
+         std::to_string(port) + "\"\n" + node_extra;
+}
+
+struct Pipeline {
+  std::string topology;
+  std::atomic<bool> listening{false};
+  uint64_t received = 0;
+};
+
+void consume(Pipeline& p, uint64_t count) {
+  hoprelay_consumer_options co;
+  hoprelay_consumer_options_init(&co);
+  co.log = count_line;
+  co.log_level = HOPRELAY_CLIENT_LOG_DEBUG;
+  hoprelay_consumer* c = nullptr;
+  if (int rc = hoprelay_consumer_open(p.topology.c_str(), "solo", &co, &c)) {
+    fail(std::string("consumer_open: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
+  }
+  p.listening.store(true);
+  for (;;) {
+    hoprelay_message m;
+    if (int rc = hoprelay_consumer_recv(c, &m, 30000)) {
+      fail(std::string("recv: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
+    }
+    if (m.flags & HOPRELAY_MESSAGE_END) {
+      hoprelay_consumer_release(c, &m);
+      break;
+    }
+    if (m.seq != p.received) {
+      fail("got seq " + std::to_string(m.seq) + ", expected " + std::to_string(p.received));
+    }
+    if (m.length != size_of(m.seq)) fail("seq " + std::to_string(m.seq) + ": wrong length");
+    const auto* data = static_cast<const unsigned char*>(m.data);
+    for (size_t i = 0; i < m.length; ++i) {
+      if (data[i] != byte_of(m.seq, i)) fail("seq " + std::to_string(m.seq) + ": wrong bytes");
+    }
+    ++p.received;
+    if (int rc = hoprelay_consumer_release(c, &m)) {
+      fail(std::string("release: ") + hoprelay_strerror(rc));
+    }
+  }
+  hoprelay_consumer_close(c);
+  if (p.received != count) {
+    fail(std::to_string(p.received) + " messages, expected " + std::to_string(count));
+  }
+}
+
+void produce(Pipeline& p, uint64_t count) {
+  while (!p.listening.load()) usleep(1000);
+  hoprelay_producer_options po;
+  hoprelay_producer_options_init(&po);
+  po.log = count_line;
+  po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;
+  hoprelay_producer* h = nullptr;
+  if (int rc = hoprelay_producer_open(p.topology.c_str(), "solo", &po, &h)) {
+    fail(std::string("producer_open: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
+  }
+  std::vector<unsigned char> buf(10000);
+  for (uint64_t seq = 0; seq < count; ++seq) {
+    const size_t n = size_of(seq);
+    for (size_t i = 0; i < n; ++i) buf[i] = byte_of(seq, i);
+    if (int rc = hoprelay_producer_send(h, buf.data(), n, 0, nullptr, 30000)) {
+      fail(std::string("send: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
+    }
+  }
+  if (int rc = hoprelay_producer_close(h, 30000)) {
+    fail(std::string("producer_close: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) fail("usage: client_threads COUNT");
+  const uint64_t count = std::strtoull(argv[1], nullptr, 10);
+  Pipeline pipelines[2];
+  pipelines[0].topology = topology(17934, "");
+  pipelines[1].topology = topology(17935, "threads = 2\nstage = { plugin = \"passthrough\" }\n");
+  std::vector<std::thread> threads;
+  for (Pipeline& p : pipelines) {
+    threads.emplace_back(consume, std::ref(p), count);
+    threads.emplace_back(produce, std::ref(p), count);
+  }
+  for (auto& t : threads) t.join();
+  std::printf("client_threads: ok (%llu messages through each of 2 pipelines, %llu log lines)\n",
+              static_cast<unsigned long long>(count),
+              static_cast<unsigned long long>(log_lines.load()));
+  return 0;
+}
