@@ -305,10 +305,14 @@ void Producer::stop_head(int timeout_ms) {
   // As hoprelayd stops its node (a drain): the downstream peers are told goodbye (BYE) once
   // the head holds nothing, rather than see their connection drop, which they log as a
   // failure. Held messages (close timed out) wait no longer than the close's own timeout.
-  bool stopped = false;
-  node_->drain(std::chrono::milliseconds(std::clamp(timeout_ms, 0, 1000)),
-               [&stopped](uint64_t) { stopped = true; });
-  for (int i = 0; i < 100 && !stopped; ++i) loop_.run_once(std::chrono::milliseconds(20));
+  // By the clock, not by loop passes: a busy-polling head's loop never sleeps.
+  const auto wait = std::chrono::milliseconds(timeout_ms < 0 ? 1000 : std::min(timeout_ms, 1000));
+  const auto deadline = transport::EventLoop::Clock::now() + wait;
+  auto stopped = std::make_shared<bool>(false);  // the node may outlive this call's frame
+  node_->drain(wait, [stopped](uint64_t) { *stopped = true; });
+  while (!*stopped && transport::EventLoop::Clock::now() < deadline) {
+    loop_.run_once(std::chrono::milliseconds(20));
+  }
   loop_.run_once(std::chrono::milliseconds(0));  // the goodbyes go out
 }
 
@@ -337,6 +341,9 @@ void Producer::on_message(transport::InboundLink& link, transport::Slot& slot) {
 }
 
 void Producer::on_outbound_up(transport::OutboundLink& link) {
+  // The buffers first: a producer whose memory cannot be had (RLIMIT_MEMLOCK over verbs) is
+  // not up, and says why from the call that ran into it.
+  if (!memory_) allocate_buffers(link);
   if (was_up_) ++reconnects_;
   if (!was_up_) {
     // Only the first welcome: after a reconnection the head has taken some of our own
@@ -353,7 +360,9 @@ void Producer::on_outbound_up(transport::OutboundLink& link) {
   }
   was_up_ = true;
   refused_.clear();
-  if (memory_) return;
+}
+
+void Producer::allocate_buffers(transport::OutboundLink& link) {
   // Memory is registered with the device the first connection opened (verbs has none
   // before). Two buffers per credit the head grants: the link never has more in flight than
   // the head can take, and the second ring's worth waits in the queue for credits. With one, a
@@ -407,7 +416,9 @@ int Producer::fail_lost(const char* what) {
                   " not acknowledged. Close this producer and open a new one "
                   "once a device serves " +
                   head_->listen.to_string() +
-                  " again (with the same origin it resumes). The device itself stays in use "
+                  (node_ ? " again (its head starts afresh: send again what was not acknowledged)"
+                         : " again (with the same origin it resumes)") +
+                  ". The device itself stays in use "
                   "until this process exits: librdmacm keeps the device contexts it opened");
 }
 

@@ -162,6 +162,8 @@ class Producer final : public transport::LinkEvents {
   int fail_lost(const char* what);
   // run_head: the head drained and its downstream links closed with a goodbye.
   void stop_head(int timeout_ms);
+  // At the first welcome: two buffers per credit, from the transport (registered over verbs).
+  void allocate_buffers(transport::OutboundLink& link);
 };
 
 }  // namespace hoprelay::client

@@ -302,7 +302,7 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   it->metrics.up->Decrement();
   inbound_.erase(it);
   forget_partials(link);
-  if (link.slots_in_use() > 0) dead_links_.push_back(&link);
+  if (link.slots_held() > 0) dead_links_.push_back(&link);
   if (draining_) check_drained();
 }
 
@@ -509,8 +509,10 @@ void Node::on_outcome(transport::OutboundLink& link, void* cookie,
 }
 
 void Node::release_to(transport::InboundLink& link, transport::Slot& slot) {
-  if (!dead_links_.empty() && link.slots_in_use() == 1) {
-    // Its last slot: the link's ring may go with it.
+  if (!dead_links_.empty() && link.slots_held() == 1) {
+    // Its last slot: the link's ring may go with it. (Not slots_in_use() == 1: released out
+    // of order, the last slot may free several, and the link stayed listed after it was
+    // freed: the next tick read it.)
     std::erase(dead_links_, &link);
   }
   transport::Outcome* o = std::exchange(slot.outcome, nullptr);

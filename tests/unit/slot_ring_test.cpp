@@ -81,6 +81,26 @@ TEST(SlotRing, CreditsNeverExceedSlotsUnderRandomRelease) {
   }
 }
 
+// held() counts what is not released, in_use() what has no credit back: released out of order,
+// the last held slot frees several at once, and only held() said it was the last (the node
+// kept a link that went down in its list of dead links past its ring's end).
+TEST(SlotRing, HeldCountsUnreleasedSlotsOnly) {
+  std::vector<std::byte> mem(SlotRing::size_for(4, 256));
+  SlotRing ring(mem.data(), 4, 256, nullptr);
+  Slot* s[3];
+  for (auto& slot : s) slot = ring.acquire();
+  EXPECT_EQ(ring.held(), 3u);
+  EXPECT_EQ(ring.release(*s[2]), 0u);
+  EXPECT_EQ(ring.release(*s[1]), 0u);
+  EXPECT_EQ(ring.held(), 1u) << "the oldest is the last one held";
+  EXPECT_EQ(ring.in_use(), 3u) << "though three have no credit back";
+  EXPECT_EQ(ring.release(*s[0]), 3u);
+  EXPECT_EQ(ring.held(), 0u);
+  EXPECT_EQ(ring.in_use(), 0u);
+  EXPECT_EQ(ring.release(*s[0]), 0u);
+  EXPECT_EQ(ring.held(), 0u) << "a double release does not count";
+}
+
 TEST(RingQueue, KeepsOrderAcrossGrowthAndPushFront) {
   daemon::RingQueue<int> q(2);
   for (int i = 0; i < 100; ++i) q.push_back(i);

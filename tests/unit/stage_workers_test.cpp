@@ -59,6 +59,7 @@ class NoLink final : public transport::InboundLink {
   void release(transport::Slot&, const transport::Outcome*) override {}
   void drain() override {}
   uint32_t slots_in_use() const override { return 0; }
+  uint32_t slots_held() const override { return 0; }
   uint32_t slots() const override { return 0; }
   void unreturned_origins(std::vector<uint32_t>&) const override {}
 };

@@ -11,10 +11,11 @@ InprocInbound::InprocInbound(InprocOutbound& out, const PeerInfo& peer, uint32_t
 
 void InprocInbound::release(Slot& slot, const Outcome* outcome) {
   Entry& e = entries_[slot.index];
+  if (!e.released) --held_;
   e.released = true;
   if (out_.closed_) {
     // Its frames went back to the producer when it closed: nothing to acknowledge, but the
-    // node learns from slots_in_use() when it holds none of this link any more.
+    // node learns from slots_held() when it holds none of this link any more.
     while (tail_ < head_ && entries_[tail_ % entries_.size()].released) ++tail_;
     return;
   }
@@ -113,6 +114,7 @@ void InprocOutbound::run() {
   // goes back in this same run.
   while (!closed_ && in_.delivered_ < in_.head_) {
     InprocInbound::Entry& e = in_.entries_[in_.delivered_++ % in_.entries_.size()];
+    ++in_.held_;
     node_.on_message(in_, e.slot);
   }
   uint32_t acked = 0;
@@ -134,9 +136,8 @@ void InprocOutbound::close() {
   closed_ = true;
   const bool was_up = up_;
   up_ = false;
-  // What the node holds stays valid until it releases it (the memory is the node's, the
-  // entries this object's): those releases acknowledge nothing any more.
-  if (was_up) node_.on_inbound_down(in_, "the producer closed its link");
+  // Everything not acknowledged goes back first, while the entries still say which frames
+  // those are (the node, told below, releases what it was assembling at once).
   const uint64_t unacknowledged = in_.head_ - in_.tail_;
   for (uint64_t i = in_.head_; i-- > in_.tail_;) {
     producer_.on_returned(*this, in_.entries_[i % in_.entries_.size()].cookie);
@@ -149,6 +150,9 @@ void InprocOutbound::close() {
   while (in_.tail_ < in_.head_ && in_.entries_[in_.tail_ % in_.entries_.size()].released) {
     ++in_.tail_;
   }
+  // What the node holds stays valid until it releases it (the memory is the node's, the
+  // entries this object's): those releases acknowledge nothing any more.
+  if (was_up) node_.on_inbound_down(in_, "the producer closed its link");
   if (was_up) report_down(producer_, "closed by the producer", false, unacknowledged, true);
 }
 

@@ -20,12 +20,14 @@ Slot* SlotRing::acquire() {
   s.held = true;
   s.refs = 0;
   ++head_;
+  ++held_;
   return &s;
 }
 
 uint32_t SlotRing::release(Slot& slot) {
   if (!slot.held) return 0;  // double release: ignore rather than corrupt the credit count
   slot.held = false;
+  --held_;
   uint32_t freed = 0;
   while (tail_ < head_ && !slots_[tail_ % slots_.size()].held) {
     ++tail_;

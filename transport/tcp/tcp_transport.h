@@ -34,6 +34,7 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   void release(Slot& slot, const Outcome* outcome) override;
   void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
+  uint32_t slots_held() const override { return ring_ ? ring_->held() : 0; }
   uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
   void unreturned_origins(std::vector<uint32_t>& out) const override {
     if (ring_) ring_->unreturned_origins(out);

@@ -29,10 +29,11 @@ class InprocInbound final : public InboundLink {
  public:
   InprocInbound(InprocOutbound& out, const PeerInfo& peer, uint32_t slots);
   void release(Slot& slot, const Outcome* outcome) override;
-  // The sender is in this process and stops with it: nothing to ask (hoprelayd drains its
-  // node; a producer's embedded head is never drained, it closes with its producer).
+  // The sender is in this process and stops with it: nothing to ask. (The producer drains
+  // its head only once it has closed this link: Producer::stop_head.)
   void drain() override {}
   uint32_t slots_in_use() const override;
+  uint32_t slots_held() const override { return held_; }
   uint32_t slots() const override { return static_cast<uint32_t>(entries_.size()); }
   void unreturned_origins(std::vector<uint32_t>& out) const override;
   bool in_process() const override { return true; }
@@ -51,6 +52,7 @@ class InprocInbound final : public InboundLink {
   uint64_t head_ = 0;       // frames posted
   uint64_t delivered_ = 0;  // frames handed to the node
   uint64_t tail_ = 0;       // frames acknowledged to the producer
+  uint32_t held_ = 0;       // handed to the node, not released
 };
 
 // The producer's end, connected to `node` (the embedded head, which must be started: its
@@ -66,6 +68,10 @@ class InprocOutbound final : public OutboundLink {
   uint32_t in_flight() const override { return static_cast<uint32_t>(in_.head_ - in_.tail_); }
   uint32_t max_payload() const override { return up_ ? slot_size_ : 0; }
   bool post(const OutFrame& frame) override;
+  // Every frame not acknowledged comes back (on_returned, newest first), then the node hears
+  // that the link is down. Unlike over a network, the node may still read the frames it holds
+  // (they are its slots) until it releases them: an owner must not write into a returned
+  // buffer of a closed link (the producer, closing, never does).
   void close() override;
 
  private:

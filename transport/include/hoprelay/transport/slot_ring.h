@@ -70,6 +70,9 @@ class SlotRing {
   uint32_t slots() const { return static_cast<uint32_t>(slots_.size()); }
   uint32_t slot_size() const { return slot_size_; }
   uint32_t in_use() const { return static_cast<uint32_t>(head_ - tail_); }
+  // Slots acquired and not released (in_use() also counts released ones whose credit waits
+  // for an older slot's release).
+  uint32_t held() const { return held_; }
   uint32_t free_slots() const { return slots() - in_use(); }
   // Ring index the next frame must land in.
   uint32_t expected_index() const { return static_cast<uint32_t>(head_ % slots_.size()); }
@@ -92,6 +95,7 @@ class SlotRing {
   uint32_t slot_size_;
   uint64_t head_ = 0;  // frames acquired
   uint64_t tail_ = 0;  // frames whose credit has been returned
+  uint32_t held_ = 0;  // acquired, not released
 };
 
 }  // namespace hoprelay::transport

@@ -76,6 +76,10 @@ class InboundLink {
   // stop leaves it nothing to replay (on_inbound_down tells when).
   virtual void drain() = 0;
   virtual uint32_t slots_in_use() const = 0;
+  // Slots handed to the node and not released yet (slots_in_use() also counts released ones
+  // whose credit waits for an older slot): when it is 0 on a link that is down, the link's
+  // ring may be freed.
+  virtual uint32_t slots_held() const = 0;
   // The link's ring size (0 before the link is up).
   virtual uint32_t slots() const = 0;
   // Appends the origin of each frame the sender would send again if the link failed now
