@@ -487,7 +487,7 @@ void close_in_steps(Producer& p, int timeout_ms) {
 
 // Says how far an interrupted send got and how to go on; returns 128 + the signal, as a shell
 // reports a command a signal ended.
-int report_interrupted(Producer& p, bool ending) {
+int report_interrupted(Producer& p, bool ending, bool run_head) {
   // The acknowledgements on their way, briefly: the counts then say what the head has.
   p.flush(2 * kStopStepMs);
   const auto stats = p.stats();
@@ -502,10 +502,12 @@ int report_interrupted(Producer& p, bool ending) {
     std::fprintf(stderr,
                  "hoprelay send: interrupted (%s): %llu message%s sent, %llu acknowledged (origin "
                  "%u). No end-of-stream mark was sent: the consumers wait for the rest of the "
-                 "stream. To resume, send the same input again with --origin %u --resume (the "
-                 "messages the head has already are not sent again)\n",
+                 "stream. To resume, send the same input again with --origin %u --resume (%s)\n",
                  name, static_cast<unsigned long long>(stats.sent), stats.sent == 1 ? "" : "s",
-                 static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin());
+                 static_cast<unsigned long long>(stats.acknowledged), p.origin(), p.origin(),
+                 run_head ? "the head ran in this command and starts afresh: everything is sent "
+                            "again, and the consumers drop what they had"
+                          : "the messages the head has already are not sent again");
   }
   return 128 + stop_signal();
 }
@@ -598,7 +600,7 @@ int run_send(const SendOptions& o) {
     }
     if (outcomes.dropped() || (outcomes.repeats() && !o.resume)) return 3;
   } catch (const Interrupted&) {
-    return report_interrupted(*producer, ending);
+    return report_interrupted(*producer, ending, o.run_head);
   } catch (const Error& e) {
     // The library names its call ("send: 5000000 bytes is more than..."): this one is send.
     std::string_view what = e.what();

@@ -120,6 +120,11 @@ TEST(RunHead, InterruptedWhileItsHeadHoldsMessagesThenResumed) {
   EXPECT_EQ(first->wait(10s), 130) << first->output();
   EXPECT_TRUE(has(first->output(), "interrupted (SIGINT): 50 messages sent, 0 acknowledged"))
       << first->output();
+  EXPECT_TRUE(has(first->output(),
+                  "--resume (the head ran in this command and starts afresh: "
+                  "everything is sent again, and the consumers drop what they "
+                  "had)"))
+      << first->output();
   start_all_but_head(p, {"b"});
   RunResult again = p.send("a", 50, 300, {"--run-head", "--origin", "77", "--resume"});
   EXPECT_EQ(again.code, 0) << again.output;
