@@ -46,13 +46,9 @@ InprocOutbound::InprocOutbound(EventLoop& loop, LinkEvents& node, LinkEvents& pr
   peer_name_ = params.peer_name;
   // As a transport's handshake does: admitted (or refused) once the loop runs, so the producer
   // learns it from the same callbacks, in the same place, as over a network.
-  loop_.defer([this, alive = std::weak_ptr<bool>(alive_)] {
-    if (alive.lock()) admit();
-  });
-}
-
-InprocOutbound::~InprocOutbound() {
-  *alive_ = false;
+  // Only `this` is captured: it fits std::function's small buffer, so neither this nor
+  // schedule()'s callback allocates (the owner never runs the loop after destroying the link).
+  loop_.defer([this] { admit(); });
 }
 
 void InprocOutbound::admit() {
@@ -102,8 +98,7 @@ bool InprocOutbound::post(const OutFrame& frame) {
 void InprocOutbound::schedule() {
   if (scheduled_ || closed_) return;
   scheduled_ = true;
-  loop_.defer([this, alive = std::weak_ptr<bool>(alive_)] {
-    if (!alive.lock()) return;
+  loop_.defer([this] {
     scheduled_ = false;
     run();
   });

@@ -56,12 +56,13 @@ class InprocInbound final : public InboundLink {
 };
 
 // The producer's end, connected to `node` (the embedded head, which must be started: its
-// transport is listening) as soon as the loop runs.
+// transport is listening) as soon as the loop runs. As with a TCP or verbs link, its deferred
+// callbacks hold a plain `this` (no allocation per loop iteration): the owner must not run the
+// loop after destroying it (the producer destroys its loop with it).
 class InprocOutbound final : public OutboundLink {
  public:
   InprocOutbound(EventLoop& loop, LinkEvents& node, LinkEvents& producer, const PeerInfo& peer,
                  const ConnectParams& params, uint32_t slot_size);
-  ~InprocOutbound() override;
 
   bool up() const override { return up_; }
   uint32_t credits() const override;
@@ -90,8 +91,6 @@ class InprocOutbound final : public OutboundLink {
   bool up_ = false;
   bool closed_ = false;
   bool scheduled_ = false;
-  // Cleared by the destructor: a deferred run() or admit() that outlives the link does nothing.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // The producer's transport when it runs its head: connect() links it to the node in this
