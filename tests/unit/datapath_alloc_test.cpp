@@ -1,0 +1,228 @@
+// The datapath rule, measured: once warm, a relay allocates nothing per message. Real nodes
+// (daemon::Node, as hoprelayd and libhoprelay run them) on one event loop in this process: a
+// head fed through the in-process link, broadcasting over TCP on loopback to two leaves; the
+// process's operator new calls are counted (alloc_count.cpp) over thousands of messages,
+// whole and chunked.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "alloc_count.h"
+#include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/node.h"
+#include "hoprelay/stages/stage.h"
+#include "hoprelay/transport/inproc.h"
+
+namespace hoprelay {
+namespace {
+
+using namespace std::chrono_literals;
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::unique_ptr<daemon::Node> make_node(const std::shared_ptr<const config::Topology>& t,
+                                        const std::string& name, transport::EventLoop& loop,
+                                        daemon::Receiver* receiver = nullptr) {
+  const config::NodeSpec* spec = t->find(name);
+  stages::Stage stage(stages::resolve(spec->stage.plugin), spec->name, spec->stage.params);
+  auto node = std::make_unique<daemon::Node>(t, name, loop, std::move(stage));
+  node->set_receiver(receiver);
+  node->start();
+  return node;
+}
+
+// A producer of whole or chunked messages, as libhoprelay's posts them: one buffer per frame
+// (frames are acknowledged in order, so buffer = frame number modulo their count).
+class Feeder final : public transport::LinkEvents {
+ public:
+  Feeder(transport::MemoryRegion& memory, uint32_t buffers, uint32_t buffer_size)
+      : memory_(memory), buffers_(buffers), buffer_size_(buffer_size) {}
+  void attach(transport::OutboundLink& link) { link_ = &link; }
+  // Sends `messages` more messages of `chunks` frames each.
+  void send(uint64_t messages, uint32_t chunks) {
+    target_frames_ = posted_ + messages * chunks;
+    chunks_ = chunks;
+    first_frame_ = posted_;
+    first_seq_ = next_seq_;
+    next_seq_ += messages;
+    pump();
+  }
+  bool done() const { return acked_ == target_frames_; }
+  uint64_t acked() const { return acked_; }
+  uint64_t dropped() const { return dropped_; }
+
+  bool admit(const transport::PeerInfo&, std::string&) override { return false; }
+  void on_inbound_up(transport::InboundLink&) override {}
+  void on_message(transport::InboundLink&, transport::Slot&) override {}
+  void on_inbound_down(transport::InboundLink&, std::string_view) override {}
+  void on_outbound_up(transport::OutboundLink&) override {}
+  void on_outbound_down(transport::OutboundLink&, std::string_view) override {}
+  void on_acked(transport::OutboundLink&, void*) override { ++acked_; }
+  void on_outcome(transport::OutboundLink&, void*, const transport::Outcome&) override {
+    ++dropped_;
+  }
+  void on_returned(transport::OutboundLink&, void*) override { ADD_FAILURE() << "returned"; }
+  void on_credit(transport::OutboundLink&) override { pump(); }
+
+ private:
+  void pump() {
+    while (link_ && posted_ < target_frames_ && link_->credits() > 0) {
+      const uint64_t frame = posted_ - first_frame_;
+      const uint32_t chunk = static_cast<uint32_t>(frame % chunks_);
+      transport::OutFrame f;
+      f.origin = 5;
+      f.seq = first_seq_ + frame / chunks_;
+      f.flags = chunk + 1 < chunks_ ? transport::kFlagMore : 0;
+      f.chunk = chunks_ == 1 ? 0 : chunk;
+      f.payload = memory_.data() + (posted_ % buffers_) * buffer_size_;
+      f.length = buffer_size_;
+      f.memory = &memory_;
+      ASSERT_TRUE(link_->post(f));
+      ++posted_;
+    }
+  }
+
+  transport::MemoryRegion& memory_;
+  uint32_t buffers_;
+  uint32_t buffer_size_;
+  transport::OutboundLink* link_ = nullptr;
+  uint32_t chunks_ = 1;
+  uint64_t posted_ = 0, acked_ = 0, dropped_ = 0, target_frames_ = 0;
+  uint64_t first_frame_ = 0, first_seq_ = 1, next_seq_ = 1;
+};
+
+// A consumer's leaf (libhoprelay's Consumer gives its node one): checks each message's order
+// and size, and hands it back after the loop's iteration, as an application's release would.
+class Counting final : public daemon::Receiver {
+ public:
+  Counting() { held_.reserve(4096); }
+  void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
+                    transport::Slot& held, bool) override {
+    EXPECT_EQ(origin, 5u);
+    EXPECT_EQ(seq, next_seq) << "in order, exactly once";
+    EXPECT_EQ(data.size(), expected_size);
+    next_seq = seq + 1;
+    ++messages;
+    held_.push_back(&held);
+  }
+  void on_end(uint32_t, uint64_t, transport::Slot& held) override { held_.push_back(&held); }
+  void release_all(daemon::Node& node) {
+    for (transport::Slot* s : held_) node.release_delivered(*s);
+    held_.clear();
+  }
+
+  uint64_t next_seq = 1;
+  uint64_t messages = 0;
+  size_t expected_size = 0;
+
+ private:
+  std::vector<transport::Slot*> held_;
+};
+
+TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
+  constexpr uint32_t kSlots = 16;
+  constexpr uint32_t kSlotSize = 4096;
+  const std::string text = "[pipeline]\nname = \"alloc\"\ntransport = \"tcp\"\nslot_size = " +
+                           std::to_string(kSlotSize) + "\nslots = " + std::to_string(kSlots) +
+                           "\n\n[nodes.h]\nlisten = \"127.0.0.1:" + std::to_string(free_port()) +
+                           "\"\ndownstream = [\"l1\", \"l2\"]\nroute = \"broadcast\"\n\n"
+                           "[nodes.l1]\nlisten = \"127.0.0.1:" +
+                           std::to_string(free_port()) +
+                           "\"\n\n[nodes.l2]\nlisten = \"127.0.0.1:" + std::to_string(free_port()) +
+                           "\"\n";
+  auto topology = std::make_shared<const config::Topology>(config::parse_topology(text, "t.toml"));
+  transport::EventLoop loop;
+  Counting consumer;
+  auto l1 = make_node(topology, "l1", loop, &consumer);
+  auto l2 = make_node(topology, "l2", loop);
+  auto h = make_node(topology, "h", loop);
+
+  // The feeder's LinkEvents exist before the feeder does: it needs the memory the transport
+  // allocates, from the head, as a run_head producer's buffers come.
+  struct Late final : transport::LinkEvents {
+    Feeder* f = nullptr;
+    bool admit(const transport::PeerInfo&, std::string&) override { return false; }
+    void on_inbound_up(transport::InboundLink&) override {}
+    void on_message(transport::InboundLink&, transport::Slot&) override {}
+    void on_inbound_down(transport::InboundLink&, std::string_view) override {}
+    void on_outbound_up(transport::OutboundLink& l) override { f->on_outbound_up(l); }
+    void on_outbound_down(transport::OutboundLink& l, std::string_view r) override {
+      f->on_outbound_down(l, r);
+    }
+    void on_acked(transport::OutboundLink& l, void* c) override { f->on_acked(l, c); }
+    void on_outcome(transport::OutboundLink& l, void* c, const transport::Outcome& o) override {
+      f->on_outcome(l, c, o);
+    }
+    void on_returned(transport::OutboundLink& l, void* c) override { f->on_returned(l, c); }
+    void on_credit(transport::OutboundLink& l) override { f->on_credit(l); }
+  } late;
+  transport::Identity id{transport::PeerRole::kProducer, "feeder", topology->hash, 5, nullptr};
+  transport::inproc::InprocTransport inproc(
+      loop, *h, late, id, kSlotSize,
+      [&](size_t bytes) -> transport::MemoryRegion& { return h->lend_memory(bytes); });
+  auto buffers = inproc.allocate(2 * kSlots * kSlotSize);
+  Feeder feeder(*buffers, 2 * kSlots, kSlotSize);
+  late.f = &feeder;
+  auto link = inproc.connect({"h", topology->find("h")->listen, false, kSlots});
+  feeder.attach(*link);
+
+  auto run_until = [&](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      loop.run_once(10ms);
+      consumer.release_all(*l1);
+    }
+    return done();
+  };
+  ASSERT_TRUE(run_until([&] { return link->up() && h->held() == 0; }));
+  // Warm: both leaves connected, every slot of every ring used, chunks assembled once.
+  consumer.expected_size = kSlotSize;
+  feeder.send(2000, 1);
+  ASSERT_TRUE(run_until([&] { return feeder.done(); }));
+  consumer.expected_size = 3 * kSlotSize;
+  feeder.send(500, 3);
+  ASSERT_TRUE(run_until([&] { return feeder.done(); }));
+  EXPECT_EQ(consumer.messages, 2500u);
+
+  for (uint32_t chunks : {1u, 3u}) {
+    const uint64_t acked = feeder.acked();
+    const uint64_t delivered = consumer.messages;
+    consumer.expected_size = chunks * kSlotSize;
+    const uint64_t before = test::allocations();
+    feeder.send(3000, chunks);
+    ASSERT_TRUE(run_until([&] { return feeder.done(); }));
+    const uint64_t allocations = test::allocations() - before;
+    EXPECT_EQ(feeder.acked() - acked, 3000u * chunks);
+    EXPECT_EQ(consumer.messages - delivered, 3000u);
+    EXPECT_EQ(allocations, 0u) << "3000 messages of " << chunks
+                               << " frame(s), broadcast to 2 leaves";
+  }
+  EXPECT_EQ(feeder.dropped(), 0u);
+
+  link->close();
+  // The head first (it holds the link's slots and sends from the feeder's buffers), then the
+  // link and its memory, as a run_head producer tears down.
+  h.reset();
+  link.reset();
+  buffers.reset();
+}
+
+}  // namespace
+}  // namespace hoprelay
