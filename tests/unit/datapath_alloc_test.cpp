@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,7 +92,14 @@ class Feeder final : public transport::LinkEvents {
       f.seq = first_seq_ + frame / chunks_;
       f.flags = chunk + 1 < chunks_ ? transport::kFlagMore : 0;
       f.chunk = chunks_ == 1 ? 0 : chunk;
-      f.payload = memory_.data() + (posted_ % buffers_) * buffer_size_;
+      std::byte* buffer = memory_.data() + (posted_ % buffers_) * buffer_size_;
+      // A stage works in place in the producer's buffer (zstd compresses into it): fill it
+      // anew, with something that compresses, as an application writes each message.
+      for (uint32_t i = 0; i < buffer_size_; i += 8) {
+        const uint64_t w = (posted_ + i / 64) * 0x9E3779B97F4A7C15ull;
+        std::memcpy(buffer + i, &w, 8);
+      }
+      f.payload = buffer;
       f.length = buffer_size_;
       f.memory = &memory_;
       ASSERT_TRUE(link_->post(f));
@@ -136,17 +144,20 @@ class Counting final : public daemon::Receiver {
   std::vector<transport::Slot*> held_;
 };
 
-TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
+// h -> {l1 (a consumer's leaf), l2 (a daemon's)}, broadcast over TCP; `head` and `leaves` are
+// extra lines for the head's and the leaves' tables (a stage, threads). `first_uses`: the
+// allocations a stage may make once per instance, at its first message (zstd's scratch buffer),
+// that the warm-up cannot be sure to have made (below).
+void expect_a_warm_broadcast_allocates_nothing(const std::string& head, const std::string& leaves,
+                                               uint64_t first_uses = 0) {
   constexpr uint32_t kSlots = 16;
   constexpr uint32_t kSlotSize = 4096;
-  const std::string text = "[pipeline]\nname = \"alloc\"\ntransport = \"tcp\"\nslot_size = " +
-                           std::to_string(kSlotSize) + "\nslots = " + std::to_string(kSlots) +
-                           "\n\n[nodes.h]\nlisten = \"127.0.0.1:" + std::to_string(free_port()) +
-                           "\"\ndownstream = [\"l1\", \"l2\"]\nroute = \"broadcast\"\n\n"
-                           "[nodes.l1]\nlisten = \"127.0.0.1:" +
-                           std::to_string(free_port()) +
-                           "\"\n\n[nodes.l2]\nlisten = \"127.0.0.1:" + std::to_string(free_port()) +
-                           "\"\n";
+  auto listen = [] { return "listen = \"127.0.0.1:" + std::to_string(free_port()) + "\"\n"; };
+  const std::string text =
+      "[pipeline]\nname = \"alloc\"\ntransport = \"tcp\"\nslot_size = " +
+      std::to_string(kSlotSize) + "\nslots = " + std::to_string(kSlots) + "\n\n[nodes.h]\n" +
+      listen() + "downstream = [\"l1\", \"l2\"]\nroute = \"broadcast\"\n" + head +
+      "\n[nodes.l1]\n" + listen() + leaves + "\n[nodes.l2]\n" + listen() + leaves;
   auto topology = std::make_shared<const config::Topology>(config::parse_topology(text, "t.toml"));
   transport::EventLoop loop;
   Counting consumer;
@@ -201,6 +212,7 @@ TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
   ASSERT_TRUE(run_until([&] { return feeder.done(); }));
   EXPECT_EQ(consumer.messages, 2500u);
 
+  uint64_t allocations = 0;
   for (uint32_t chunks : {1u, 3u}) {
     const uint64_t acked = feeder.acked();
     const uint64_t delivered = consumer.messages;
@@ -208,12 +220,14 @@ TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
     const uint64_t before = test::allocations();
     feeder.send(3000, chunks);
     ASSERT_TRUE(run_until([&] { return feeder.done(); }));
-    const uint64_t allocations = test::allocations() - before;
+    const uint64_t these = test::allocations() - before;
+    allocations += these;
     EXPECT_EQ(feeder.acked() - acked, 3000u * chunks);
     EXPECT_EQ(consumer.messages - delivered, 3000u);
-    EXPECT_EQ(allocations, 0u) << "3000 messages of " << chunks
-                               << " frame(s), broadcast to 2 leaves";
+    EXPECT_LE(these, first_uses) << "3000 messages of " << chunks
+                                 << " frame(s), broadcast to 2 leaves";
   }
+  EXPECT_LE(allocations, first_uses);
   EXPECT_EQ(feeder.dropped(), 0u);
 
   link->close();
@@ -222,6 +236,22 @@ TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
   h.reset();
   link.reset();
   buffers.reset();
+}
+
+TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
+  expect_a_warm_broadcast_allocates_nothing("", "");
+}
+
+// The stage workers and a stage with state of its own: zstd compression at the head on two
+// worker threads (and the loop), decompression at both leaves (without it, the leaves refuse
+// every message: checked). Each of the head's 3 zstd instances grows its scratch buffer once,
+// at its first message; the node's own instance runs only when the loop lends the workers a
+// hand (docs/architecture.md), which may first happen after the warm-up: at most 3, however
+// many messages.
+TEST(Datapath, AWarmBroadcastThroughZstdOnStageWorkersAllocatesNothingPerMessage) {
+  expect_a_warm_broadcast_allocates_nothing(
+      "threads = 2\nstage = { plugin = \"zstd\", mode = \"compress\", level = 1 }\n",
+      "stage = { plugin = \"zstd\", mode = \"decompress\" }\n", 3);
 }
 
 }  // namespace
