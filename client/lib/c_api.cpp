@@ -59,14 +59,30 @@ const hoprelay::config::NodeSpec& find_node(const Topology& t, const char* name)
   return *spec;
 }
 
-int check_version(uint32_t size, uint16_t major, size_t ours) {
-  if (major != HOPRELAY_CLIENT_VERSION_MAJOR || size == 0 || size > ours) {
-    return fail(HOPRELAY_EVERSION, "built against hoprelay/client.h version " +
-                                       std::to_string(major) + " (options of " +
-                                       std::to_string(size) + " bytes); this libhoprelay is " +
-                                       std::to_string(HOPRELAY_CLIENT_VERSION_MAJOR) + "." +
-                                       std::to_string(HOPRELAY_CLIENT_VERSION_MINOR) +
-                                       ": rebuild the application against this library's header");
+// Options from a caller's header: `init` names the call that fills them in (the usual
+// mistake: a struct zeroed or built by hand), and a refusal names both versions.
+int check_version(uint32_t size, uint16_t major, uint16_t minor, size_t ours, const char* init) {
+  const std::string theirs = std::to_string(major) + "." + std::to_string(minor);
+  const std::string mine = std::to_string(HOPRELAY_CLIENT_VERSION_MAJOR) + "." +
+                           std::to_string(HOPRELAY_CLIENT_VERSION_MINOR);
+  if (size == 0) {
+    return fail(HOPRELAY_EVERSION, std::string("options with struct_size 0: fill them in with ") +
+                                       init + "() before setting fields (it sets the version)");
+  }
+  if (major != HOPRELAY_CLIENT_VERSION_MAJOR) {
+    return fail(HOPRELAY_EVERSION, "built against hoprelay/client.h " + theirs +
+                                       "; this libhoprelay is " + mine +
+                                       ", another major version: rebuild the application "
+                                       "against this library's header (or, if it was, fill "
+                                       "the options in with " +
+                                       init + "())");
+  }
+  if (size > ours) {
+    return fail(HOPRELAY_EVERSION,
+                "built against hoprelay/client.h " + theirs + " (options of " +
+                    std::to_string(size) + " bytes); this libhoprelay is " + mine +
+                    " (options of up to " + std::to_string(ours) + " bytes): install libhoprelay " +
+                    theirs + " or newer, or rebuild the application against this library's header");
   }
   return HOPRELAY_OK;
 }
@@ -144,7 +160,8 @@ int hoprelay_producer_open(const char* topology, const char* head,
   hoprelay_producer_options defaults;
   hoprelay_producer_options_init(&defaults);
   if (options) {
-    if (int rc = check_version(options->struct_size, options->version_major, sizeof defaults)) {
+    if (int rc = check_version(options->struct_size, options->version_major, options->version_minor,
+                               sizeof defaults, "hoprelay_producer_options_init")) {
       return rc;
     }
     std::memcpy(&defaults, options, options->struct_size);
@@ -298,7 +315,8 @@ int hoprelay_consumer_open(const char* topology, const char* node,
   hoprelay_consumer_options defaults;
   hoprelay_consumer_options_init(&defaults);
   if (options) {
-    if (int rc = check_version(options->struct_size, options->version_major, sizeof defaults)) {
+    if (int rc = check_version(options->struct_size, options->version_major, options->version_minor,
+                               sizeof defaults, "hoprelay_consumer_options_init")) {
       return rc;
     }
     std::memcpy(&defaults, options, options->struct_size);

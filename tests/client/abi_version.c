@@ -1,0 +1,111 @@
+/* libhoprelay's options versioning, as an application's first mistakes and a version skew meet
+ * it: options never filled in by _init (zeroed, or garbage), options of another major version,
+ * and options from a newer header than the library's are refused with HOPRELAY_EVERSION and a
+ * text that says what to do; options of an older minor version (1.3's producer options, before
+ * run_head) open as before. C, against the public header and the shared library only.
+ *
+ *   abi_version TOPOLOGY HEAD     (exit 0 and "abi_version: ok" on success) */
+#include <hoprelay/client.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+/* open must fail with EVERSION and a last error containing every one of `words`. */
+static void expect_refused(const char* what, int rc, const char* const* words) {
+  const char* text = hoprelay_last_error();
+  if (rc != HOPRELAY_EVERSION) {
+    fprintf(stderr, "abi_version: %s: %s (%d), not HOPRELAY_EVERSION: %s\n", what,
+            hoprelay_strerror(rc), rc, text);
+    ++failures;
+    return;
+  }
+  for (; *words; ++words) {
+    if (!strstr(text, *words)) {
+      fprintf(stderr, "abi_version: %s: \"%s\" not in: %s\n", what, *words, text);
+      ++failures;
+    }
+  }
+  printf("abi_version: %s: %s\n", what, text);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: abi_version TOPOLOGY HEAD\n");
+    return 2;
+  }
+  const char* topology = argv[1];
+  const char* head = argv[2];
+  char mine[32], newer[32];
+  snprintf(mine, sizeof mine, "%d.%d", HOPRELAY_CLIENT_VERSION_MAJOR,
+           HOPRELAY_CLIENT_VERSION_MINOR);
+  snprintf(newer, sizeof newer, "%d.%d", HOPRELAY_CLIENT_VERSION_MAJOR,
+           HOPRELAY_CLIENT_VERSION_MINOR + 1);
+  hoprelay_producer* p = NULL;
+  hoprelay_consumer* c = NULL;
+
+  /* Zeroed, as `struct hoprelay_producer_options o = {0};` leaves them. */
+  struct hoprelay_producer_options zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  zeroed.connect_timeout_ms = 0;
+  const char* init_words[] = {"hoprelay_producer_options_init", NULL};
+  expect_refused("zeroed producer options", hoprelay_producer_open(topology, head, &zeroed, &p),
+                 init_words);
+  struct hoprelay_consumer_options czeroed;
+  memset(&czeroed, 0, sizeof czeroed);
+  const char* cinit_words[] = {"hoprelay_consumer_options_init", NULL};
+  expect_refused("zeroed consumer options", hoprelay_consumer_open(topology, head, &czeroed, &c),
+                 cinit_words);
+
+  /* Another major version (or garbage where the version goes). */
+  struct hoprelay_producer_options o;
+  hoprelay_producer_options_init(&o);
+  o.version_major = HOPRELAY_CLIENT_VERSION_MAJOR + 1;
+  char other[32];
+  snprintf(other, sizeof other, "%d.%d", HOPRELAY_CLIENT_VERSION_MAJOR + 1,
+           HOPRELAY_CLIENT_VERSION_MINOR);
+  const char* major_words[] = {other, mine, "another major version",
+                               "hoprelay_producer_options_init", NULL};
+  expect_refused("options of another major version", hoprelay_producer_open(topology, head, &o, &p),
+                 major_words);
+
+  /* A newer header: one minor version up, its options 8 bytes larger. */
+  struct {
+    struct hoprelay_producer_options o;
+    uint64_t added_in_a_later_minor;
+  } later;
+  memset(&later, 0, sizeof later);
+  hoprelay_producer_options_init(&later.o);
+  later.o.struct_size = sizeof later;
+  later.o.version_minor = HOPRELAY_CLIENT_VERSION_MINOR + 1;
+  char install[64];
+  snprintf(install, sizeof install, "install libhoprelay %s or newer", newer);
+  const char* newer_words[] = {newer, mine, install, NULL};
+  expect_refused("options of a newer minor version",
+                 hoprelay_producer_open(topology, head, &later.o, &p), newer_words);
+  if (p || c) {
+    fprintf(stderr, "abi_version: a refused open left a handle\n");
+    ++failures;
+  }
+
+  /* 1.3's options (everything before run_head): opened as they always were. connect_timeout 0:
+   * no head needs to run for open to succeed. */
+  hoprelay_producer_options_init(&o);
+  o.struct_size = (uint32_t)offsetof(struct hoprelay_producer_options, run_head);
+  o.version_minor = 3;
+  o.connect_timeout_ms = 0;
+  int rc = hoprelay_producer_open(topology, head, &o, &p);
+  if (rc != HOPRELAY_OK) {
+    fprintf(stderr, "abi_version: 1.3's producer options: %s: %s\n", hoprelay_strerror(rc),
+            hoprelay_last_error());
+    ++failures;
+  } else {
+    hoprelay_producer_destroy(p);
+  }
+
+  if (failures) return 1;
+  printf("abi_version: ok (this libhoprelay is %s)\n", mine);
+  return 0;
+}
