@@ -38,6 +38,18 @@ start() { # start TOPOLOGY NODE
   "$HOPRELAYD" --topology "$1" --node "$2" 2>"$WORK/$2.log" &
   pids+=($!)
 }
+# restart_node TOPOLOGY NODE INDEX SAVED_LOG: kills NODE (pids[INDEX]) with SIGKILL, keeps its
+# log as SAVED_LOG and starts it again in the same place of pids.
+restart_node() {
+  local t=$1 node=$2 index=$3
+  kill -9 "${pids[$index]}"
+  wait "${pids[$index]}" 2>/dev/null
+  sleep 0.3
+  mv "$WORK/$node.log" "$4"
+  "$HOPRELAYD" --topology "$t" --node "$node" 2>"$WORK/$node.log" &
+  pids[index]=$!
+}
+
 wait_metrics() { # wait_metrics PORT
   for _ in $(seq 150); do
     curl -sf "http://127.0.0.1:$1/metrics" >/dev/null 2>&1 && return 0
@@ -303,12 +315,7 @@ T
     index=$b_index
     [[ $node == c ]] && index=$c_index
     sleep 4
-    kill -9 "${pids[$index]}"
-    wait "${pids[$index]}" 2>/dev/null
-    sleep 0.3
-    mv "$WORK/$node.log" "$WORK/faults-$node.$round.log"
-    "$HOPRELAYD" --topology "$t" --node "$node" 2>"$WORK/$node.log" &
-    pids[index]=$!
+    restart_node "$t" "$node" "$index" "$WORK/faults-$node.$round.log"
   done
   local ok=1
   if ! wait "$sender"; then
@@ -372,12 +379,7 @@ T
     senders+=($!)
   done
   sleep 3
-  kill -9 "${pids[$b_index]}"
-  wait "${pids[$b_index]}" 2>/dev/null
-  sleep 0.3
-  mv "$WORK/b.log" "$WORK/$name-b.1.log"
-  "$HOPRELAYD" --topology "$t" --node b 2>"$WORK/b.log" &
-  pids[b_index]=$!
+  restart_node "$t" b "$b_index" "$WORK/$name-b.1.log"
   local s
   for s in "${senders[@]}"; do
     wait "$s" || fail "$name: a hoprelay send failed: $(tail -3 "$WORK/$name"-send*.out)"
@@ -439,12 +441,7 @@ T
     --size "$size" --rate 2000 --log-level info >"$WORK/run_head-send.out" 2>&1 &
   local sender=$!
   sleep 1.5
-  kill -9 "${pids[$b_index]}"
-  wait "${pids[$b_index]}" 2>/dev/null
-  sleep 0.3
-  mv "$WORK/b.log" "$WORK/run_head-b.1.log"
-  "$HOPRELAYD" --topology "$t" --node b 2>"$WORK/b.log" &
-  pids[b_index]=$!
+  restart_node "$t" b "$b_index" "$WORK/run_head-b.1.log"
   wait "$sender" || fail "run_head: hoprelay send --run-head failed: $(tail -3 "$WORK/run_head-send.out")"
   wait_received "$WORK/run_head-c.json" "$count"
   stop_all || fail "run_head: a daemon did not exit 0 on SIGTERM"
