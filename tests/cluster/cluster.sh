@@ -489,6 +489,12 @@ print(h.hexdigest())'")
       fail "walkthrough: $h's file-sink records do not hold data.bin (sha256 $got, want $want)"
       return
     }
+    # The pipeline's data is not for every user: the unit's StateDirectoryMode and file-sink.
+    got=$(gexec "$h" 30 "stat -c '%a %U:%G' /var/lib/hoprelay /var/lib/hoprelay/$h.records" | tr '\n' ' ')
+    [[ $got == "750 hoprelay:hoprelay 640 hoprelay:hoprelay " ]] || {
+      fail "walkthrough: on $h, /var/lib/hoprelay and $h.records are '$got', want 750 and 640 hoprelay:hoprelay"
+      return
+    }
   done
   # Step 7: the topology changed on every host and reloaded; then stopped, head first.
   sed -i 's/^slots = 64$/slots = 64\n\n# reloaded/' "$W/topology.toml"
