@@ -53,9 +53,12 @@ std::unique_ptr<daemon::Node> make_node(const std::shared_ptr<const config::Topo
 // (frames are acknowledged in order, so buffer = frame number modulo their count).
 class Feeder final : public transport::LinkEvents {
  public:
-  Feeder(transport::MemoryRegion& memory, uint32_t buffers, uint32_t buffer_size)
-      : memory_(memory), buffers_(buffers), buffer_size_(buffer_size) {}
-  void attach(transport::OutboundLink& link) { link_ = &link; }
+  Feeder(uint32_t buffers, uint32_t buffer_size) : buffers_(buffers), buffer_size_(buffer_size) {}
+  // Its buffers (from the head's transport, as a run_head producer's come) and its link.
+  void attach(transport::MemoryRegion& memory, transport::OutboundLink& link) {
+    memory_ = &memory;
+    link_ = &link;
+  }
   // Sends `messages` more messages of `chunks` frames each.
   void send(uint64_t messages, uint32_t chunks) {
     target_frames_ = posted_ + messages * chunks;
@@ -92,7 +95,7 @@ class Feeder final : public transport::LinkEvents {
       f.seq = first_seq_ + frame / chunks_;
       f.flags = chunk + 1 < chunks_ ? transport::kFlagMore : 0;
       f.chunk = chunks_ == 1 ? 0 : chunk;
-      std::byte* buffer = memory_.data() + (posted_ % buffers_) * buffer_size_;
+      std::byte* buffer = memory_->data() + (posted_ % buffers_) * buffer_size_;
       // A stage works in place in the producer's buffer (zstd compresses into it): fill it
       // anew, with something that compresses, as an application writes each message.
       for (uint32_t i = 0; i < buffer_size_; i += 8) {
@@ -101,13 +104,13 @@ class Feeder final : public transport::LinkEvents {
       }
       f.payload = buffer;
       f.length = buffer_size_;
-      f.memory = &memory_;
+      f.memory = memory_;
       ASSERT_TRUE(link_->post(f));
       ++posted_;
     }
   }
 
-  transport::MemoryRegion& memory_;
+  transport::MemoryRegion* memory_ = nullptr;
   uint32_t buffers_;
   uint32_t buffer_size_;
   transport::OutboundLink* link_ = nullptr;
@@ -165,34 +168,14 @@ void expect_a_warm_broadcast_allocates_nothing(const std::string& head, const st
   auto l2 = make_node(topology, "l2", loop);
   auto h = make_node(topology, "h", loop);
 
-  // The feeder's LinkEvents exist before the feeder does: it needs the memory the transport
-  // allocates, from the head, as a run_head producer's buffers come.
-  struct Late final : transport::LinkEvents {
-    Feeder* f = nullptr;
-    bool admit(const transport::PeerInfo&, std::string&) override { return false; }
-    void on_inbound_up(transport::InboundLink&) override {}
-    void on_message(transport::InboundLink&, transport::Slot&) override {}
-    void on_inbound_down(transport::InboundLink&, std::string_view) override {}
-    void on_outbound_up(transport::OutboundLink& l) override { f->on_outbound_up(l); }
-    void on_outbound_down(transport::OutboundLink& l, std::string_view r) override {
-      f->on_outbound_down(l, r);
-    }
-    void on_acked(transport::OutboundLink& l, void* c) override { f->on_acked(l, c); }
-    void on_outcome(transport::OutboundLink& l, void* c, const transport::Outcome& o) override {
-      f->on_outcome(l, c, o);
-    }
-    void on_returned(transport::OutboundLink& l, void* c) override { f->on_returned(l, c); }
-    void on_credit(transport::OutboundLink& l) override { f->on_credit(l); }
-  } late;
+  Feeder feeder(2 * kSlots, kSlotSize);
   transport::Identity id{transport::PeerRole::kProducer, "feeder", topology->hash, 5, nullptr};
   transport::inproc::InprocTransport inproc(
-      loop, *h, late, id, kSlotSize,
+      loop, *h, feeder, id, kSlotSize,
       [&](size_t bytes) -> transport::MemoryRegion& { return h->lend_memory(bytes); });
   auto buffers = inproc.allocate(2 * kSlots * kSlotSize);
-  Feeder feeder(*buffers, 2 * kSlots, kSlotSize);
-  late.f = &feeder;
   auto link = inproc.connect({"h", topology->find("h")->listen, false, kSlots});
-  feeder.attach(*link);
+  feeder.attach(*buffers, *link);
 
   auto run_until = [&](auto done) {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
