@@ -277,6 +277,23 @@ T
   fi
 }
 
+# The datapath rule over verbs (tests/unit/datapath_alloc_test.cpp): a head fed through the
+# in-process link broadcasts by RDMA SEND, then by RDMA WRITE with immediate, to a daemon's
+# leaf and a consumer's leaf, all in one process; its operator new calls are counted over
+# 3,000 whole and 3,000 three-chunk messages once warm: none.
+datapath_alloc() {
+  local out rc=0
+  # RXE_ALLOC_TRACE=1: the stack of every allocation counted, in datapath_alloc.out.
+  out=$(env ${RXE_ALLOC_TRACE:+HOPRELAY_TEST_ALLOC_TRACE=1} HOPRELAY_TEST_RXE_IP="$RXE_IP" \
+    timeout 300 "$BUILD/tests/unit_tests" --gtest_filter='DatapathVerbs.*' 2>&1) || rc=$?
+  echo "$out" >"$WORK/datapath_alloc.out"
+  if [[ $rc == 0 && $(grep -c '^\[       OK \] DatapathVerbs\.' <<<"$out") == 2 ]]; then
+    pass "datapath_alloc: a warm broadcast by RDMA SEND and by RDMA WRITE allocates nothing per message"
+  else
+    fail "datapath_alloc: exit $rc: $(grep -E 'Failure|Which is|FAILED|SKIPPED|error|exception' <<<"$out" | head -12)"
+  fi
+}
+
 # Delivery through failures over verbs: the relay killed with SIGKILL and restarted twice, then
 # the sink, while a paced stream of 100,000 flows. (Taking the netdev under rxe0 down and up is
 # netdev_flap below.)
@@ -1059,6 +1076,7 @@ only chain && chain chain-chunks write 7200 event 1000 20000
 only stream && stream
 only outcomes && outcomes
 only nonblocking && nonblocking
+only datapath_alloc && datapath_alloc
 only fanout && fanout
 only undeclared && undeclared
 only auth && auth

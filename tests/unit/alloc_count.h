@@ -9,4 +9,8 @@ namespace hoprelay::test {
 // Every operator new (and new[]) of any thread so far.
 uint64_t allocations();
 
+// While on, each allocation also writes its stack to standard error (glibc's backtrace, as
+// `binary(+offset)` lines for addr2line): for finding what a count is made of.
+void trace_allocations(bool on);
+
 }  // namespace hoprelay::test

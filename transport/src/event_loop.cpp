@@ -27,6 +27,8 @@ EventLoop::EventLoop() : epfd_(epoll_create1(EPOLL_CLOEXEC)) {
   if (epfd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
   deferred_.reserve(64);
   running_deferred_.reserve(64);
+  spare_timers_.reserve(64);
+  spare_deadlines_.reserve(64);
 }
 
 EventLoop::~EventLoop() {
@@ -91,8 +93,27 @@ void EventLoop::remove(int fd) {
 EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, std::function<void()> fn) {
   TimerId id = next_timer_++;
   auto deadline = Clock::now() + delay;
-  timers_.emplace(std::make_pair(deadline, id), std::move(fn));
-  timer_deadlines_.emplace(id, deadline);
+  // The nodes of timers that fired or were cancelled are kept and reused: the links re-arm
+  // their liveness timers all the time under traffic, and a map node allocated per arming
+  // would make the data path allocate.
+  if (spare_timers_.empty()) {
+    timers_.emplace(std::make_pair(deadline, id), std::move(fn));
+  } else {
+    auto node = std::move(spare_timers_.back());
+    spare_timers_.pop_back();
+    node.key() = {deadline, id};
+    node.mapped() = std::move(fn);
+    timers_.insert(std::move(node));
+  }
+  if (spare_deadlines_.empty()) {
+    timer_deadlines_.emplace(id, deadline);
+  } else {
+    auto node = std::move(spare_deadlines_.back());
+    spare_deadlines_.pop_back();
+    node.key() = id;
+    node.mapped() = deadline;
+    timer_deadlines_.insert(std::move(node));
+  }
   arm_timer_fd();
   return id;
 }
@@ -100,8 +121,10 @@ EventLoop::TimerId EventLoop::after(std::chrono::milliseconds delay, std::functi
 void EventLoop::cancel(TimerId id) {
   auto it = timer_deadlines_.find(id);
   if (it == timer_deadlines_.end()) return;
-  timers_.erase({it->second, id});
-  timer_deadlines_.erase(it);
+  auto timer = timers_.extract({it->second, id});
+  timer.mapped() = nullptr;  // its captures go now
+  spare_timers_.push_back(std::move(timer));
+  spare_deadlines_.push_back(timer_deadlines_.extract(it));
 }
 
 void EventLoop::defer(std::function<void()> fn) {
@@ -116,8 +139,10 @@ void EventLoop::run_timers() {
   auto now = Clock::now();
   while (!timers_.empty() && timers_.begin()->first.first <= now) {
     auto node = timers_.extract(timers_.begin());
-    timer_deadlines_.erase(node.key().second);
+    spare_deadlines_.push_back(timer_deadlines_.extract(node.key().second));
     node.mapped()();
+    node.mapped() = nullptr;
+    spare_timers_.push_back(std::move(node));
   }
 }
 

@@ -82,6 +82,10 @@ class EventLoop {
   TimerId next_timer_ = 1;
   std::map<std::pair<Clock::time_point, TimerId>, std::function<void()>> timers_;
   std::map<TimerId, Clock::time_point> timer_deadlines_;
+  // Nodes of fired and cancelled timers, reused by after(): arming a timer allocates nothing
+  // once as many timers as are ever pending at once have been armed.
+  std::vector<decltype(timers_)::node_type> spare_timers_;
+  std::vector<decltype(timer_deadlines_)::node_type> spare_deadlines_;
   std::vector<std::function<void()>> deferred_;
   std::vector<std::function<void()>> running_deferred_;
   std::function<bool()> poller_;
