@@ -1,10 +1,16 @@
 // libhoprelay from several threads at once, as client.h allows ("different handles may be used
-// from different threads at once"): two pipelines, each one node that is a head and a leaf,
-// each driven by two threads of its own, a producer's and a consumer's, all four opening,
-// sending, receiving and closing at the same time, with their log callbacks on. The second
-// node runs its stage on 2 worker threads (threads = 2) inside the consumer. Every message
-// arrives once, in order, with its bytes. Its point is ThreadSanitizer (a build with
-// -fsanitize=thread): what handles share behind the application's back (loggers, statics).
+// from different threads at once"): two pipelines, each driven by two threads of its own, a
+// producer's and a consumer's, all four opening, sending, receiving and closing at the same
+// time, with their log callbacks on. Every message arrives once, in order, with its bytes. Its
+// point is ThreadSanitizer (a build with -fsanitize=thread): what handles share behind the
+// application's back (loggers, statics), and the worker threads a node's stage runs on
+// (threads = 2) inside the application's process, at both ends:
+//  - the first pipeline's producer runs its head (run_head), whose zstd stage compresses each
+//    message (each chunk of a large one) in place in the producer's own buffers on 2 workers
+//    while the producer's thread copies the next messages into other buffers of the same
+//    region; the head sends to the consumer's leaf over TCP, which decompresses them;
+//  - the second is one node, a head and a leaf, that the consumer runs with its stage on 2
+//    workers, and the producer sends into it over TCP.
 //
 //   client_threads COUNT     (exit 0 and "client_threads: ok ..." on success)
 #include <unistd.h>
@@ -40,6 +46,19 @@ void count_line(void*, int, const char*) {
   log_lines.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Two nodes: `head`, which the producer runs, compressing on 2 workers, and the consumer's
+// `leaf`. byte_of repeats every 256 bytes, so most messages and chunks travel compressed;
+// shorter ones, with no byte twice, do not shrink and go as they are: the leaf sees both.
+std::string run_head_topology(int head_port, int leaf_port) {
+  return "[pipeline]\nname = \"threads" + std::to_string(head_port) +
+         "\"\ntransport = \"tcp\"\nslot_size = \"4KiB\"\nslots = 16\n\n[nodes.head]\nlisten = "
+         "\"127.0.0.1:" +
+         std::to_string(head_port) +
+         "\"\nthreads = 2\nstage = { plugin = \"zstd\", mode = \"compress\" }\ndownstream = "
+         "[\"leaf\"]\n\n[nodes.leaf]\nlisten = \"127.0.0.1:" +
+         std::to_string(leaf_port) + "\"\nstage = { plugin = \"zstd\", mode = \"decompress\" }\n";
+}
+
 std::string topology(int port, const std::string& node_extra) {
   return "[pipeline]\nname = \"threads" + std::to_string(port) +
          "\"\ntransport = \"tcp\"\nslot_size = \"4KiB\"\nslots = 16\n\n[nodes.solo]\nlisten = "
@@ -49,6 +68,9 @@ std::string topology(int port, const std::string& node_extra) {
 
 struct Pipeline {
   std::string topology;
+  const char* head = "solo";  // the node the producer sends into, or runs (run_head)
+  const char* leaf = "solo";  // the node the consumer runs
+  bool run_head = false;
   std::atomic<bool> listening{false};
   uint64_t received = 0;
 };
@@ -59,7 +81,7 @@ void consume(Pipeline& p, uint64_t count) {
   co.log = count_line;
   co.log_level = HOPRELAY_CLIENT_LOG_DEBUG;
   hoprelay_consumer* c = nullptr;
-  if (int rc = hoprelay_consumer_open(p.topology.c_str(), "solo", &co, &c)) {
+  if (int rc = hoprelay_consumer_open(p.topology.c_str(), p.leaf, &co, &c)) {
     fail(std::string("consumer_open: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
   }
   p.listening.store(true);
@@ -97,8 +119,9 @@ void produce(Pipeline& p, uint64_t count) {
   hoprelay_producer_options_init(&po);
   po.log = count_line;
   po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;
+  po.run_head = p.run_head ? 1 : 0;
   hoprelay_producer* h = nullptr;
-  if (int rc = hoprelay_producer_open(p.topology.c_str(), "solo", &po, &h)) {
+  if (int rc = hoprelay_producer_open(p.topology.c_str(), p.head, &po, &h)) {
     fail(std::string("producer_open: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
   }
   std::vector<unsigned char> buf(10000);
@@ -120,7 +143,10 @@ int main(int argc, char** argv) {
   if (argc != 2) fail("usage: client_threads COUNT");
   const uint64_t count = std::strtoull(argv[1], nullptr, 10);
   Pipeline pipelines[2];
-  pipelines[0].topology = topology(17934, "");
+  pipelines[0].topology = run_head_topology(17936, 17934);
+  pipelines[0].head = "head";
+  pipelines[0].leaf = "leaf";
+  pipelines[0].run_head = true;
   pipelines[1].topology = topology(17935, "threads = 2\nstage = { plugin = \"passthrough\" }\n");
   std::vector<std::thread> threads;
   for (Pipeline& p : pipelines) {
