@@ -52,6 +52,17 @@ int fail(int status, std::string message) {
   return status;
 }
 
+int fail(int status, const char* message) {
+  error_text.assign(message);  // within its capacity: no allocation
+  return status;
+}
+
+int would_wait(const char* what) {
+  error_text.assign(what);
+  error_text.append(": would wait");
+  return HOPRELAY_EAGAIN;
+}
+
 void clear_error() {
   error_text.clear();
 }

@@ -126,7 +126,7 @@ int Producer::wait_for(Done done, int timeout_ms, const char* what,
         if (timeout_ms == 0) {
           loop_.run_once(std::chrono::milliseconds(0));
           if (done()) return HOPRELAY_OK;
-          return fail(HOPRELAY_EAGAIN, std::string(what) + ": would wait");
+          return would_wait(what);
         }
         return fail(HOPRELAY_ETIMEDOUT, std::string(what) + ": timed out after " +
                                             std::to_string(timeout_ms) + " ms" +

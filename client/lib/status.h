@@ -13,6 +13,12 @@ namespace hoprelay::client {
 
 // Sets this thread's last error and returns `status`, for `return fail(...)`.
 int fail(int status, std::string message);
+// The same for a fixed text, copied into the thread's error buffer: once that has grown, no
+// allocation. For the datapath's refusals (EAGAIN from recv: a nonblocking application meets
+// it at every poll).
+int fail(int status, const char* message);
+// EAGAIN from a call that would wait: "`what`: would wait", without allocating either.
+int would_wait(const char* what);
 // Clears it (a call that succeeds leaves the text of an older failure otherwise).
 void clear_error();
 const char* last_error();
