@@ -13,14 +13,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include "alloc_count.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/stages/stage.h"
 #include "hoprelay/transport/inproc.h"
+#include "lock_count.h"
 
 namespace hoprelay {
 namespace {
@@ -212,7 +215,7 @@ void expect_a_warm_broadcast_allocates_nothing(const Shape& shape) {
   ASSERT_TRUE(run_until([&] { return feeder.done(); }));
   EXPECT_EQ(consumer.messages, 2500u);
 
-  uint64_t allocations = 0;
+  uint64_t allocations = 0, locks = 0;
   for (uint32_t chunks : {1u, 3u}) {
     const uint64_t acked = feeder.acked();
     const uint64_t delivered = consumer.messages;
@@ -220,9 +223,11 @@ void expect_a_warm_broadcast_allocates_nothing(const Shape& shape) {
     // HOPRELAY_TEST_ALLOC_TRACE=1: the stack of each allocation counted here, on stderr.
     test::trace_allocations(std::getenv("HOPRELAY_TEST_ALLOC_TRACE") != nullptr);
     const uint64_t before = test::allocations();
+    const uint64_t locks_before = test::mutex_locks();
     feeder.send(3000, chunks);
     ASSERT_TRUE(run_until([&] { return feeder.done(); }));
     const uint64_t these = test::allocations() - before;
+    locks += test::mutex_locks() - locks_before;
     test::trace_allocations(false);
     allocations += these;
     EXPECT_EQ(feeder.acked() - acked, 3000u * chunks);
@@ -231,6 +236,7 @@ void expect_a_warm_broadcast_allocates_nothing(const Shape& shape) {
         << "3000 messages of " << chunks << " frame(s), broadcast to 2 leaves";
   }
   EXPECT_LE(allocations, shape.first_uses);
+  EXPECT_EQ(locks, 0u) << "mutexes locked (a log line locks its sink's)";
   EXPECT_EQ(feeder.dropped(), 0u);
 
   link->close();
@@ -239,6 +245,20 @@ void expect_a_warm_broadcast_allocates_nothing(const Shape& shape) {
   h.reset();
   link.reset();
   buffers.reset();
+}
+
+// The counters the tests below rely on see what they are for.
+TEST(Datapath, TheCountersSeeAnAllocationALockAndALogLine) {
+  const uint64_t allocations = test::allocations(), locks = test::mutex_locks();
+  auto* volatile p = new int(1);
+  delete p;
+  EXPECT_EQ(test::allocations() - allocations, 1u);
+  std::mutex m;
+  m.lock();
+  m.unlock();
+  EXPECT_EQ(test::mutex_locks() - locks, 1u);
+  spdlog::default_logger()->info("a line, as the data path must not write per message");
+  EXPECT_GT(test::mutex_locks() - locks, 1u) << "a log line locks its sink";
 }
 
 TEST(Datapath, AWarmBroadcastOverTcpAllocatesNothingPerMessage) {
