@@ -161,6 +161,9 @@ struct Shape {
   // The allocations a stage may make once per instance, at its first message (zstd's scratch
   // buffer), that the warm-up cannot be sure to have made (below).
   uint64_t first_uses = 0;
+  // pthread_mutex_lock calls allowed over the 6,000 messages: none of ours (libibverbs'
+  // ibv_ack_cq_events takes one, for a batch of completion events: see verbs below).
+  uint64_t max_locks = 0;
 };
 
 // h -> {l1 (a consumer's leaf), l2 (a daemon's)}, broadcast.
@@ -236,7 +239,7 @@ void expect_a_warm_broadcast_allocates_nothing(const Shape& shape) {
         << "3000 messages of " << chunks << " frame(s), broadcast to 2 leaves";
   }
   EXPECT_LE(allocations, shape.first_uses);
-  EXPECT_EQ(locks, 0u) << "mutexes locked (a log line locks its sink's)";
+  EXPECT_LE(locks, shape.max_locks) << "mutexes locked (a log line locks its sink's)";
   EXPECT_EQ(feeder.dropped(), 0u);
 
   link->close();
@@ -289,6 +292,10 @@ void expect_the_same_over_verbs(const char* forward) {
   verbs.transport = "verbs";
   verbs.ip = ip;
   verbs.pipeline = std::string("forward = \"") + forward + "\"\n";
+  // libibverbs acknowledges completion events under a mutex; the transport does that once per
+  // kCqAckBatch (256) events of a CQ: 18 locks counted over the 6,000 messages (4,621 with one
+  // acknowledgement per event). At most 1 per 100 messages.
+  verbs.max_locks = 60;
   expect_a_warm_broadcast_allocates_nothing(verbs);
 }
 

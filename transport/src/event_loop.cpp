@@ -140,9 +140,11 @@ void EventLoop::run_timers() {
   while (!timers_.empty() && timers_.begin()->first.first <= now) {
     auto node = timers_.extract(timers_.begin());
     spare_deadlines_.push_back(timer_deadlines_.extract(node.key().second));
-    node.mapped()();
-    node.mapped() = nullptr;
+    // The nodes are spare before the callback runs: a timer that re-arms itself (the links'
+    // probes) takes its own nodes back.
+    std::function<void()> fn = std::move(node.mapped());
     spare_timers_.push_back(std::move(node));
+    fn();
   }
 }
 

@@ -484,8 +484,10 @@ bool VerbsTransport::poll_all() {
   return any;
 }
 
-// The canonical completion-channel loop: take the event, ack it (batched), re-arm, then poll
-// the CQ empty, so no completion that arrives between the poll and the re-arm is lost.
+// The canonical completion-channel loop: take the event, re-arm, then poll the CQ empty, so no
+// completion that arrives between the poll and the re-arm is lost. Events are acknowledged in
+// batches of kCqAckBatch per CQ: ibv_ack_cq_events takes a mutex (rdma-core advises batching),
+// one per wake-up under traffic otherwise; the rest go when the connection is destroyed.
 void VerbsTransport::on_cq_events() {
   for (;;) {
     ibv_cq* cq = nullptr;
@@ -493,8 +495,18 @@ void VerbsTransport::on_cq_events() {
     if (ibv_get_cq_event(comp_channel_.get(), &cq, &ctx) != 0) return;
     auto* handler = static_cast<CqHandler*>(ctx);
     ibv_req_notify_cq(cq, 0);
-    ibv_ack_cq_events(cq, 1);
-    if (handler) handler->poll_cq();  // none: a buried connection's CQ (bury())
+    // None: a buried connection's CQ (bury()). Its events go at once, as do those of a CQ
+    // that is not its handler's connection's (not expected: bury() clears the context).
+    Connection* conn = handler ? handler->cq_connection() : nullptr;
+    if (conn && conn->cq.get() == cq) {
+      if (++conn->unacked_cq_events >= kCqAckBatch) {
+        ibv_ack_cq_events(cq, conn->unacked_cq_events);
+        conn->unacked_cq_events = 0;
+      }
+    } else {
+      ibv_ack_cq_events(cq, 1);
+    }
+    if (handler) handler->poll_cq();
   }
 }
 

@@ -59,6 +59,8 @@ static_assert(kFrameHeaderSize + kMaxOutcomePayload <= kControlRecvSize);
 static_assert(kFrameHeaderSize + kMaxOutcomePayload <= kOutcomeFrame);
 // Bytes set aside in a link's registered memory for the AUTH / WELCOME exchange.
 inline constexpr uint32_t kAuthBuffer = 128;
+// Completion events acknowledged per ibv_ack_cq_events call (Connection::unacked_cq_events).
+inline constexpr uint32_t kCqAckBatch = 256;
 
 // Something rdma_cm events are dispatched to (the cm id's context).
 class CmHandler {
@@ -70,11 +72,15 @@ class CmHandler {
   ~CmHandler() = default;
 };
 
+struct Connection;
+
 // Something whose CQ signals on the shared completion channel (the CQ's context).
 class CqHandler {
  public:
   // Polls the CQ empty. Returns true if it found completions (busy-poll bookkeeping).
   virtual bool poll_cq() = 0;
+  // The connection whose CQ signals (it counts the events not yet acknowledged), or null.
+  virtual Connection* cq_connection() = 0;
 
  protected:
   ~CqHandler() = default;
@@ -89,6 +95,9 @@ struct Connection {
   std::unique_ptr<VerbsRegion> region_b;  // inbound: credit frames; outbound: control receives
   QpHandle qp;
   uint32_t max_inline = 0;
+  // Completion events taken from the channel and not yet acknowledged: ibv_ack_cq_events
+  // takes a mutex, so they are acknowledged in batches (VerbsTransport::on_cq_events) and the
+  // rest before the CQ is destroyed (~Connection), as ibv_destroy_cq requires.
   uint32_t unacked_cq_events = 0;
   ~Connection();
 };
@@ -104,6 +113,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void on_cm_event(rdma_cm_event_type type, int status,
                    std::span<const std::byte> private_data) override;
   bool poll_cq() override;
+  Connection* cq_connection() override { return &conn_; }
   void release(Slot& slot, const Outcome* outcome) override;
   void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
@@ -175,6 +185,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   void on_cm_event(rdma_cm_event_type type, int status,
                    std::span<const std::byte> private_data) override;
   bool poll_cq() override;
+  Connection* cq_connection() override { return conn_.get(); }
   bool up() const override { return state_ == State::kUp; }
   uint32_t credits() const override;
   uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
