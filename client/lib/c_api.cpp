@@ -106,6 +106,25 @@ int call(H* h, Fn fn) {
   }
 }
 
+// A call into a producer from its own on_outcome callback (client.h: it must not), which
+// would change the producer under the call the callback runs in: refused.
+bool in_own_outcome(const hoprelay_producer* p, const char* what) {
+  if (!p || !p->impl || !p->impl->in_outcome()) return false;
+  fail(HOPRELAY_ESTATE,
+       std::string(what) +
+           ": called from this producer's own on_outcome callback, inside one of its calls: "
+           "the callback must not call into its producer (note what it needs, and act after "
+           "the call returns)");
+  return true;
+}
+
+// call() for a producer: refused from its own on_outcome callback.
+template <class Fn>
+int call_producer(hoprelay_producer* p, const char* what, Fn fn) {
+  if (in_own_outcome(p, what)) return HOPRELAY_ESTATE;
+  return call(p, fn);
+}
+
 }  // namespace
 
 extern "C" {
@@ -212,26 +231,28 @@ int hoprelay_producer_open(const char* topology, const char* head,
 int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
                            uint64_t* seq, int timeout_ms) {
   if (!data && length) return fail(HOPRELAY_EINVAL, "send: data is null");
-  return call(p, [&](auto& impl) {
+  return call_producer(p, "send", [&](auto& impl) {
     return impl.send({static_cast<const std::byte*>(data), length}, flags, seq, timeout_ms);
   });
 }
 
 int hoprelay_producer_reserve(hoprelay_producer* p, size_t length, void** buffer, int timeout_ms) {
   if (!buffer) return fail(HOPRELAY_EINVAL, "reserve: buffer is null");
-  return call(p, [&](auto& impl) { return impl.reserve(length, buffer, timeout_ms); });
+  return call_producer(p, "reserve",
+                       [&](auto& impl) { return impl.reserve(length, buffer, timeout_ms); });
 }
 
 int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uint64_t* seq) {
-  return call(p, [&](auto& impl) { return impl.commit(length, flags, seq); });
+  return call_producer(p, "commit", [&](auto& impl) { return impl.commit(length, flags, seq); });
 }
 
 int hoprelay_producer_flush(hoprelay_producer* p, int timeout_ms) {
-  return call(p, [&](auto& impl) { return impl.flush(timeout_ms); });
+  return call_producer(p, "flush", [&](auto& impl) { return impl.flush(timeout_ms); });
 }
 
 int hoprelay_producer_wait_connected(hoprelay_producer* p, int timeout_ms) {
-  return call(p, [&](auto& impl) { return impl.wait_connected(timeout_ms); });
+  return call_producer(p, "wait_connected",
+                       [&](auto& impl) { return impl.wait_connected(timeout_ms); });
 }
 
 int hoprelay_producer_fd(const hoprelay_producer* p) {
@@ -240,7 +261,7 @@ int hoprelay_producer_fd(const hoprelay_producer* p) {
 }
 
 int hoprelay_producer_process(hoprelay_producer* p) {
-  return call(p, [&](auto& impl) { return impl.process(); });
+  return call_producer(p, "process", [&](auto& impl) { return impl.process(); });
 }
 
 size_t hoprelay_producer_max_message(const hoprelay_producer* p) {
@@ -287,11 +308,12 @@ const char* hoprelay_drop_reason_name(int reason) {
 }
 
 int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms) {
-  return call(p, [&](auto& impl) { return impl.end(timeout_ms); });
+  return call_producer(p, "end", [&](auto& impl) { return impl.end(timeout_ms); });
 }
 
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms) {
   if (!p) return fail(HOPRELAY_EINVAL, "a null handle");
+  if (in_own_outcome(p, "close")) return HOPRELAY_ESTATE;  // freed, it would crash on return
   std::unique_ptr<hoprelay_producer> owned(p);
   int rc = call(p, [&](auto& impl) { return impl.close(timeout_ms); });
   LogScope scope(p->route);
@@ -300,7 +322,7 @@ int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms) {
 }
 
 void hoprelay_producer_destroy(hoprelay_producer* p) {
-  if (!p) return;
+  if (!p || in_own_outcome(p, "destroy")) return;
   std::unique_ptr<hoprelay_producer> owned(p);
   LogScope scope(p->route);
   p->impl.reset();

@@ -492,7 +492,7 @@ void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
     out.partial = 0;
     out.drops = 0;
     out.n_drops = 0;
-    on_outcome_(outcome_user_, &out);
+    report(out);
     return;
   }
   hoprelay_outcome out{};
@@ -533,7 +533,13 @@ void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
       out.drop[i] = {static_cast<int>(r.reason), names[i], details[i]};
     }
   }
-  on_outcome_(outcome_user_, &out);
+  report(out);
+}
+
+void Producer::report(const hoprelay_outcome& out) {
+  in_outcome_ = true;
+  on_outcome_(outcome_user_, &out);  // C: it does not throw
+  in_outcome_ = false;
 }
 
 void Producer::on_returned(transport::OutboundLink&, void* cookie) {

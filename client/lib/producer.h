@@ -67,6 +67,9 @@ class Producer final : public transport::LinkEvents {
   uint64_t bytes_acknowledged() const { return bytes_acked_; }
   uint64_t reconnects() const { return reconnects_; }
   uint64_t resume_seq() const { return resume_seq_; }
+  // True while the application's on_outcome callback runs (inside one of this producer's
+  // calls): the C API refuses calls into the producer from there.
+  bool in_outcome() const { return in_outcome_; }
   const hoprelay_outcome_counts& outcomes() const { return counts_; }
   // Frames waiting for credits or acknowledgements (0: everything sent is acknowledged).
   size_t unacknowledged() const { return buffers_.size() - free_.size() - (reserved_ ? 1 : 0); }
@@ -144,6 +147,9 @@ class Producer final : public transport::LinkEvents {
   uint64_t resume_seq_ = 0;
   hoprelay_outcome_fn on_outcome_;
   void* outcome_user_;
+  bool in_outcome_ = false;
+  // Calls on_outcome_ with in_outcome_ set.
+  void report(const hoprelay_outcome& out);
   hoprelay_outcome_counts counts_{};
   // Outcome records: a free list that grows to the most held at once (drops only).
   std::vector<std::unique_ptr<transport::Outcome>> outcome_store_;

@@ -124,7 +124,8 @@ struct hoprelay_outcome {
 };
 /* Called once per message, in sequence order, on the thread that called into the library,
  * inside that call (send, commit, flush, process, close...). The outcome and its strings are
- * valid only during the call. It must not call into the same producer. */
+ * valid only during the call. It must not call into the same producer: such a call returns
+ * HOPRELAY_ESTATE, and close and destroy free nothing from there. */
 typedef void (*hoprelay_outcome_fn)(void* user, const struct hoprelay_outcome* outcome);
 
 struct hoprelay_producer_options {
