@@ -161,14 +161,39 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
           // An application that forgets to release stalls its upstream: say so, not only
           // that nothing came.
           why += " (the application holds " + counted(out_, "message") + " it has not released";
+          std::string waiting;
           // With a state_dir, releases are recorded (and acknowledged) in order: those after
           // an unreleased message wait for it, and hold their slots meanwhile.
           if (const size_t behind = positions_ ? unreleased_.size() - out_ : 0) {
             why += ", and " + std::to_string(behind) +
                    " it released after them wait for them to be recorded in order";
+          } else if (!positions_) {
+            // Without one, credits go back in ring order: what was released after a held
+            // message keeps its slot until that one is released, so one held message stops
+            // the stream once the slots are used (per link: "up to" with several upstreams).
+            const Item* oldest = nullptr;
+            for (const auto& item : items_) {
+              if (item->out && item->held && (!oldest || item->received < oldest->received)) {
+                oldest = item.get();
+              }
+            }
+            uint64_t behind = 0;
+            if (oldest) {
+              behind = received_ - oldest->received;
+              for (const auto& item : items_) {
+                if (item->out && item->received > oldest->received) --behind;
+              }
+            }
+            if (behind > 0) {
+              waiting = "; up to " + std::to_string(behind) + " it released after message " +
+                        std::to_string(oldest->seq) + " of origin " +
+                        std::to_string(oldest->origin) +
+                        " keep their slots until that one is released too (slots are "
+                        "acknowledged in the order they were received)";
+            }
           }
           why += ", of the " + std::to_string(slots_) + " slots of each link into node " +
-                 node_name_ + ": its upstream sends more only as they are released)";
+                 node_name_ + ": its upstream sends more only as they are released" + waiting + ")";
         }
         return fail(HOPRELAY_ETIMEDOUT, why);
       }
@@ -179,6 +204,7 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
   Item* item = ready_.front();
   ready_.pop_front();
   item->out = true;
+  item->received = ++received_;
   ++out_;
   if (positions_) unreleased_.push_back(item);
   msg = {item->origin, item->flags, item->seq, item->data, item->length, item};

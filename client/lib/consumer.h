@@ -58,6 +58,7 @@ class Consumer final : public daemon::Receiver {
     bool out = false;                 // handed to the application, not released
     bool abandoned = false;           // given up by the application: out for good
     std::optional<uint64_t> app;      // released with this application position (state_dir)
+    uint64_t received = 0;            // recv's count when it handed this one out
   };
   Item& take_item();
   // The item of a message handed out and neither released nor abandoned, or null (and
@@ -69,7 +70,8 @@ class Consumer final : public daemon::Receiver {
   transport::EventLoop loop_;
   std::unique_ptr<daemon::Node> node_;
   std::vector<std::unique_ptr<Item>> items_;
-  size_t out_ = 0;  // items handed to the application, not released (abandoned ones too)
+  size_t out_ = 0;         // items handed to the application, not released (abandoned ones too)
+  uint64_t received_ = 0;  // messages recv handed out (for recv's timeout message)
   std::string node_name_;
   uint32_t slots_ = 0;  // the node's slots per inbound link (for recv's timeout message)
   std::vector<Item*> free_;

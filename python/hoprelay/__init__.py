@@ -968,7 +968,10 @@ class Message:
     The message is acknowledged upstream when released: call :meth:`release`, or use the
     message as a context manager (released on leaving the block; left by an exception, with a
     `state_dir`, abandoned instead: not taken, it comes again after a restart). Unreleased
-    messages hold a slot each: when the node's slots are all held, the upstream waits. A message dropped
+    messages hold a slot each, and the slots of those released after them (slots are
+    acknowledged in the order messages arrived): when the node's slots are all held, the
+    upstream waits. A variable still bound to the previous message while ``recv`` waits holds
+    it: release it (or use ``with``) before the next ``recv``. A message dropped
     (with its data view) without release is released by its consumer's next recv, process
     or close (with a `state_dir`, recorded as taken: :meth:`abandon` one the application did
     not take). Release on the thread that uses the consumer.

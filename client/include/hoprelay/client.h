@@ -328,7 +328,9 @@ int hoprelay_consumer_open(const char* topology, const char* node,
 /* The next message, in the order it arrived, waiting up to timeout_ms. The application owns
  * it until it releases it; unreleased messages are not acknowledged, so they come again
  * (to whoever runs the node next) if this process ends. Many may be held at once, up to the
- * node's slots: then the upstream waits (backpressure). */
+ * node's slots: then the upstream waits (backpressure). Slots are acknowledged in the order
+ * messages arrived, so one message held keeps the slots of those released after it too: the
+ * stream stops once `slots` frames have arrived after it (recv's ETIMEDOUT names it). */
 int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms);
 /* Gives a message back (acknowledged upstream, in order). Its data must not be read after.
  * With a state_dir, the acknowledgement waits until the release is durable (one fdatasync for
