@@ -1,6 +1,7 @@
 // The C ABI of libhoprelay (hoprelay/client.h): argument and version checks, exceptions of the
 // setup path turned into status codes, and each call's log lines routed to its handle.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -118,6 +119,15 @@ bool in_own_outcome(const hoprelay_producer* p, const char* what) {
   return true;
 }
 
+// Flags of send and commit other than HOPRELAY_SEND_MORE (a newer header's, or a mistake):
+// refused, nothing sent (a reserved buffer stays reserved), rather than ignored.
+int unknown_flags(const char* what, int flags) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%x", static_cast<unsigned>(flags & ~HOPRELAY_SEND_MORE));
+  return fail(HOPRELAY_EINVAL, std::string(what) + ": unknown flags " + hex +
+                                   " (HOPRELAY_SEND_MORE, 0x1, is the only one); nothing sent");
+}
+
 // call() for a producer: refused from its own on_outcome callback.
 template <class Fn>
 int call_producer(hoprelay_producer* p, const char* what, Fn fn) {
@@ -230,6 +240,7 @@ int hoprelay_producer_open(const char* topology, const char* head,
 
 int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
                            uint64_t* seq, int timeout_ms) {
+  if (flags & ~HOPRELAY_SEND_MORE) return unknown_flags("send", flags);
   if (!data && length) return fail(HOPRELAY_EINVAL, "send: data is null");
   return call_producer(p, "send", [&](auto& impl) {
     return impl.send({static_cast<const std::byte*>(data), length}, flags, seq, timeout_ms);
@@ -243,6 +254,7 @@ int hoprelay_producer_reserve(hoprelay_producer* p, size_t length, void** buffer
 }
 
 int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uint64_t* seq) {
+  if (flags & ~HOPRELAY_SEND_MORE) return unknown_flags("commit", flags);
   return call_producer(p, "commit", [&](auto& impl) { return impl.commit(length, flags, seq); });
 }
 

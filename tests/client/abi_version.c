@@ -2,7 +2,8 @@
  * it: options never filled in by _init (zeroed, or garbage), options of another major version,
  * and options from a newer header than the library's are refused with HOPRELAY_EVERSION and a
  * text that says what to do; options of an older minor version (1.3's producer options, before
- * run_head) open as before. C, against the public header and the shared library only.
+ * run_head) open as before; send and commit refuse flags they do not know. C, against the public
+ * header and the shared library only.
  *
  *   abi_version     (exit 0 and "abi_version: ok" on success)
  *
@@ -103,6 +104,28 @@ int main(void) {
             hoprelay_last_error());
     ++failures;
   } else {
+    /* A flag this library does not know (a newer header's, or a mistake) is refused, not
+     * ignored. */
+    const char* flag_words[] = {"send: unknown flags 0x80", "HOPRELAY_SEND_MORE", NULL};
+    const char* commit_words[] = {"commit: unknown flags 0x6", NULL};
+    rc = hoprelay_producer_send(p, "x", 1, 0x80 | HOPRELAY_SEND_MORE, NULL, 0);
+    if (rc != HOPRELAY_EINVAL) {
+      fprintf(stderr, "abi_version: send with flag 0x80: %s, not EINVAL\n", hoprelay_strerror(rc));
+      ++failures;
+    } else {
+      for (const char* const* w = flag_words; *w; ++w) {
+        if (!strstr(hoprelay_last_error(), *w)) {
+          fprintf(stderr, "abi_version: \"%s\" not in: %s\n", *w, hoprelay_last_error());
+          ++failures;
+        }
+      }
+    }
+    rc = hoprelay_producer_commit(p, 1, 0x6, NULL);
+    if (rc != HOPRELAY_EINVAL || !strstr(hoprelay_last_error(), commit_words[0])) {
+      fprintf(stderr, "abi_version: commit with flags 0x6: %s: %s\n", hoprelay_strerror(rc),
+              hoprelay_last_error());
+      ++failures;
+    }
     hoprelay_producer_destroy(p);
   }
 

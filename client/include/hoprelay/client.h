@@ -183,7 +183,7 @@ int hoprelay_producer_open(const char* topology, const char* head,
 
 /* Flag for send and commit: more messages follow at once, so the library may hold this one
  * until the next send or commit without the flag (or flush, close, a call that waits): a
- * burst then leaves in fewer system calls. */
+ * burst then leaves in fewer system calls. The only flag: any other bit is EINVAL. */
 #define HOPRELAY_SEND_MORE 0x1
 
 /* Sends a copy of `length` bytes (0 to hoprelay_producer_max_message()) as the next message;
