@@ -25,7 +25,9 @@
  *
  * Versioning: the soname's major number changes with an incompatible change of this header;
  * HOPRELAY_CLIENT_VERSION_MINOR grows with additions. Options structs carry their size and
- * the header's version (set by hoprelay_*_options_init()), which open checks. */
+ * the header's version (set by hoprelay_*_options_init()), which open checks.
+ *
+ * Language: C99 or later (static inline functions), or C++. */
 #ifndef HOPRELAY_CLIENT_H
 #define HOPRELAY_CLIENT_H
 
