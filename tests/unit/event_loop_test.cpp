@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 
 #include "alloc_count.h"
 #include "hoprelay/transport/transport.h"
@@ -168,6 +169,46 @@ TEST(EventLoop, ArmingFiringAndCancellingTimersAllocatesNothingOnceWarm) {
   for (int i = 0; i < 1000; ++i) round();
   EXPECT_EQ(hoprelay::test::allocations() - before, 0u);
   EXPECT_EQ(fired, 3000);
+}
+
+// What a timer's callback holds may cancel that timer, or arm another, from its destructor (a
+// link's state released with its last timer). cancel() lets the captures go only once the
+// timer has left the loop's books; it used to drop them first, and the nested cancel found the
+// timer half removed and crashed.
+struct CancelsOnDestruction {
+  EventLoop* loop = nullptr;
+  EventLoop::TimerId id = 0;
+  int* cancels = nullptr;
+  int* fired = nullptr;
+  ~CancelsOnDestruction() {
+    if (loop == nullptr) return;
+    ++*cancels;
+    loop->cancel(id);  // this very timer, already cancelled: a no-op
+    int* count = fired;
+    loop->after(0ms, [count] { ++*count; });  // and a new one, which must fire
+  }
+};
+
+TEST(EventLoop, ACallbackWhoseCapturesCancelTheirOwnTimerOnDestructionIsSafe) {
+  EventLoop loop;
+  int cancels = 0;
+  int fired = 0;
+  for (int round = 0; round < 3; ++round) {
+    // Built in place and filled field by field: a temporary of the holder would run the
+    // destructor itself and count a cancel of its own.
+    auto holder = std::make_shared<CancelsOnDestruction>();
+    auto id = loop.after(60s, [holder] { FAIL() << "a cancelled timer fired"; });
+    holder->loop = &loop;
+    holder->id = id;
+    holder->cancels = &cancels;
+    holder->fired = &fired;
+    holder.reset();  // the timer's callback holds the only reference now
+    loop.cancel(id);
+    EXPECT_EQ(cancels, round + 1);
+    loop.cancel(id);  // twice: still a no-op
+    for (int i = 0; i < 10 && fired < round + 1; ++i) loop.run_once(0ms);
+    EXPECT_EQ(fired, round + 1);
+  }
 }
 
 }  // namespace

@@ -122,9 +122,11 @@ void EventLoop::cancel(TimerId id) {
   auto it = timer_deadlines_.find(id);
   if (it == timer_deadlines_.end()) return;
   auto timer = timers_.extract({it->second, id});
-  timer.mapped() = nullptr;  // its captures go now
-  spare_timers_.push_back(std::move(timer));
   spare_deadlines_.push_back(timer_deadlines_.extract(it));
+  // The callback's captures die last, once the timer is gone from both maps: a capture whose
+  // destructor cancels this timer again (or arms another) finds a consistent loop.
+  std::function<void()> fn = std::move(timer.mapped());
+  spare_timers_.push_back(std::move(timer));
 }
 
 void EventLoop::defer(std::function<void()> fn) {
