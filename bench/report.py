@@ -25,7 +25,7 @@ import math
 import os
 import sys
 
-TPUT = ["hop1", "chain", "fanout", "fanouthead", "zmq", "tcp"]
+TPUT = ["hop1", "chain", "fanout", "fanoutlt", "fanouthead", "zmq", "tcp"]
 LAT = ["hop1", "chain", "chainbusy", "zmq"]
 # Latency-only systems, and whose throughput tells whether their offered load is an overload.
 TPUT_OF = {"chainbusy": "chain"}
@@ -34,11 +34,13 @@ LABELS = {
     "chain": "hoprelay chain (send -> a -> b -> c)",
     "chainbusy": "hoprelay chain, b busy-polling (poll = \"busy\", cpu = N)",
     "fanout": "hoprelay fan-out 1->2 (send -> a -> l1, l2)",
+    "fanoutlt": "hoprelay fan-out 1->2, a's links on 2 threads (link_threads = 2)",
     "fanouthead": "hoprelay fan-out 1->2, the producer runs head a (send --run-head -> l1, l2)",
     "zmq": "ZeroMQ chain (push -> proxy -> proxy -> pull)",
     "tcp": "raw TCP one hop (ceiling)",
 }
 DAEMONS = {"hop1": ["x"], "chain": ["a", "b", "c"], "fanout": ["a", "l1", "l2"],
+           "fanoutlt": ["a", "l1", "l2"],
            "fanouthead": ["l1", "l2"]}
 # (name, numerator, denominator, size, minimum ratio): the throughput targets of issue #6.
 TARGETS = [
@@ -47,7 +49,7 @@ TARGETS = [
     ("one hop >= 0.8x raw TCP at 64 KiB", "hop1", "tcp", 65536, 0.8),
 ]
 COLORS = {"hop1": "#1f77b4", "chain": "#d62728", "chainbusy": "#ff7f0e", "fanout": "#9467bd",
-          "fanouthead": "#bcbd22", "zmq": "#2ca02c", "tcp": "#7f7f7f"}
+          "fanoutlt": "#17becf", "fanouthead": "#bcbd22", "zmq": "#2ca02c", "tcp": "#7f7f7f"}
 REFERENCE = {"zmq", "tcp"}  # drawn dashed
 # MPI_Bcast: the algorithms bench/run.sh runs, and hoprelay's topology each rank count stands for.
 MPI_ALGS = ["default", "chain", "pipeline", "bintree"]
@@ -56,7 +58,7 @@ MPI_SHAPES = {"chain": "rank 0 to 3 ranks, as send -> a -> b -> c",
 MPI_COLORS = {"chain": "#8c564b", "fanout": "#e377c2"}
 # The hoprelay systems each MPI_Bcast shape is set against: the fan-out with a hoprelayd head,
 # and with the producer running its head (rank 0 is the application and the root at once).
-HOPRELAY_OF = {"chain": ["chain"], "fanout": ["fanout", "fanouthead"]}
+HOPRELAY_OF = {"chain": ["chain"], "fanout": ["fanout", "fanoutlt", "fanouthead"]}
 # Issue 17: hoprelay's chain and fan-out at least level with the best MPI_Bcast algorithm from
 # 64 KiB on, and ahead of it below.
 MPI_LEVEL_FROM = 65536

@@ -10,6 +10,7 @@
 #   chainbusy  the chain with b on poll = "busy", pinned (cpu = N) to the last CPU this process
 #           may use (one spinner only: the machine may have just 2 cores); latency only
 #   fanout  hoprelay send -> a -> {l1, l2}     (broadcast: every message reaches both leaves)
+#   fanoutlt  the fan-out with a's downstream links on two threads (link_threads = 2)
 #   fanouthead  the fan-out with head a run by the producer (hoprelay send --run-head): no
 #           hoprelayd for a (docs/client.md, "A producer that runs its head")
 #   zmq     ZeroMQ PUSH -> proxy -> proxy -> PULL (bench/zmq_chain.cpp)
@@ -271,7 +272,7 @@ busy0=0 busy1=0 wall0=0 wall1=0
 measure() {
   local system=$1 size=$2 count=$3 before after
   case $system in
-    hop1 | chain | fanout | fanouthead)
+    hop1 | chain | fanout | fanoutlt | fanouthead)
       local run_head=()
       [[ $system == fanouthead ]] && run_head=(--run-head)
       before=$(cpu_ticks "${cur_pids[@]}")
@@ -431,6 +432,13 @@ for size in "${sizes[@]}"; do
 
   start_topology fanout "$size" "l1:" "l2:" "a:l1,l2"
   throughput fanout "$size"
+  stop_topology "$size"
+
+  # The fan-out with a's two downstream links on threads of their own (link_threads = 2).
+  node_extra[a]=$'link_threads = 2\n'
+  start_topology fanoutlt "$size" "l1:" "l2:" "a:l1,l2"
+  node_extra=()
+  throughput fanoutlt "$size"
   stop_topology "$size"
 
   head_in_send=1

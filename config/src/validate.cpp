@@ -30,12 +30,24 @@ constexpr size_t kMaxNodeNameBytes = 48;
 
 const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file"};
 const std::vector<std::string_view> kPipelineKeys = {
-    "name", "transport",    "slot_size",         "slots",  "ingress", "forward",
-    "poll", "on_peer_down", "peer_down_timeout", "threads"};
-const std::vector<std::string_view> kNodeKeys = {
-    "listen", "metrics", "downstream", "route", "stage",        "transport",         "slot_size",
-    "slots",  "ingress", "forward",    "poll",  "on_peer_down", "peer_down_timeout", "cpu",
-    "threads"};
+    "name", "transport",    "slot_size",         "slots",   "ingress",     "forward",
+    "poll", "on_peer_down", "peer_down_timeout", "threads", "link_threads"};
+const std::vector<std::string_view> kNodeKeys = {"listen",
+                                                 "metrics",
+                                                 "downstream",
+                                                 "route",
+                                                 "stage",
+                                                 "transport",
+                                                 "slot_size",
+                                                 "slots",
+                                                 "ingress",
+                                                 "forward",
+                                                 "poll",
+                                                 "on_peer_down",
+                                                 "peer_down_timeout",
+                                                 "cpu",
+                                                 "threads",
+                                                 "link_threads"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -171,6 +183,7 @@ struct Settings {
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);
   uint32_t threads = 1;
+  uint32_t link_threads = 0;
   // slot_size was given but refused: its error is said once, and no link check compares with
   // the default left in its place (that would add a second, false error).
   bool slot_size_refused = false;
@@ -357,6 +370,8 @@ class Validator {
       parse_slot_size(e, name, s);
     } else if (e.key == "threads") {
       parse_threads(e, name, s);
+    } else if (e.key == "link_threads") {
+      parse_link_threads(e, name, s);
     } else if (e.key == "slots") {
       auto v = e.value->as_integer();
       if (!v) {
@@ -566,6 +581,7 @@ class Validator {
     spec.on_peer_down = s.on_peer_down;
     spec.peer_down_timeout = s.peer_down_timeout;
     spec.threads = s.threads;
+    spec.link_threads = s.link_threads;
   }
 
   // A CPU number or a list of them; whether this host has them is checked by hoprelayd when
@@ -613,6 +629,19 @@ class Validator {
                                     std::to_string(kMaxThreads));
     }
     s.threads = static_cast<uint32_t>(v->get());
+  }
+
+  // Threads for the downstream links: 0 (the event loop runs them) up to kMaxThreads.
+  void parse_link_threads(const Entry& e, const std::string& name, Settings& s) {
+    auto v = e.value->as_integer();
+    if (!v) return type_error(e, name, "an integer (how many threads run the downstream links)");
+    if (v->get() < 0 || v->get() > kMaxThreads) {
+      return error(e.value_pos, name + " " + std::to_string(v->get()) +
+                                    " is out of range: must be between 0 (links on the event "
+                                    "loop) and " +
+                                    std::to_string(kMaxThreads));
+    }
+    s.link_threads = static_cast<uint32_t>(v->get());
   }
 
   std::optional<Endpoint> get_address(const Entry& e, const std::string& name,

@@ -84,6 +84,17 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   transport_ = std::move(choice.transport);
   node_log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,
                   transport_->name(), choice.reason);
+  if (spec_->link_threads > 0) {
+    // Link thread i on the CPU after the event loop's, as stage worker i (cpu = [...]).
+    std::vector<uint32_t> cpus;
+    for (size_t i = 0; i < spec_->cpu.size(); ++i) {
+      cpus.push_back(spec_->cpu[(i + 1) % spec_->cpu.size()]);
+    }
+    link_threads_ = std::make_unique<LinkThreads>(loop_, *this, spec_->link_threads, options, id,
+                                                  cpus, *transport_);
+    node_log().info("node {}: downstream links on {} thread{} of their own", spec_->name,
+                    spec_->link_threads, spec_->link_threads == 1 ? "" : "s");
+  }
   metrics_ =
       std::make_unique<NodeMetrics>(spec_->name, std::string(transport_->name()), spec_->metrics);
   std::string stage_name(stage_.name());
@@ -199,7 +210,8 @@ void Node::connect(Downstream& d) {
   const config::NodeSpec* peer = topology_->find(d.name);
   bool write = spec_->forward == config::Forward::kWrite;
   d.address = peer->listen;
-  d.link = transport_->connect({d.name, peer->listen, write, peer->slots});
+  transport::ConnectParams params{d.name, peer->listen, write, peer->slots};
+  d.link = link_threads_ ? link_threads_->connect(params) : transport_->connect(params);
   link_went_down(d);  // not up until its welcome: a peer that never comes up is down from here
 }
 
@@ -218,6 +230,7 @@ Node::~Node() {
   workers_.reset();
   // Links first: they call back into the node while they close.
   for (auto& d : downstream_) d->link.reset();
+  link_threads_.reset();  // after the links: their threads destroy the real ones
   for (auto& d : downstream_) cancel_peer_down(*d);
   lent_.clear();
   transport_.reset();

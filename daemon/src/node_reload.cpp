@@ -62,6 +62,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (n->forward != spec_->forward) fixed.push_back("forward");
   if (n->cpu != spec_->cpu) fixed.push_back("cpu");
   if (n->threads != spec_->threads) fixed.push_back("threads");
+  if (n->link_threads != spec_->link_threads) fixed.push_back("link_threads");
   if (!fixed.empty()) {
     std::string names;
     for (const auto& f : fixed)
@@ -92,6 +93,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   spec_ = n;
   // Peers that read the new file must not be told it differs from this node's.
   transport_->set_topology_hash(topology_->hash);
+  if (link_threads_) link_threads_->set_topology_hash(topology_->hash);
   if (new_stage) {
     // Between two messages: no worker may be inside the old instance when it goes.
     if (workers_) workers_->quiesce();

@@ -204,6 +204,9 @@ fail() {
 # --- the topology: one file, the same on every host --------------------------------------
 # topology NAME TRANSPORT SINK [B_STAGE]: the pipeline a -> b -> {c1, c2}; SINK is the sinks'
 # stage table, with @ for the sink's name; B_STAGE, a stage table for b (none by default).
+# b runs its two downstream links on threads of their own (link_threads = 2), so every
+# scenario also holds them to the faults of separate hosts: connections from b's own address
+# (speak_for), queue pairs in b's protection domain over verbs, replay after a host crash.
 topology() {
   cat <<T
 [pipeline]
@@ -221,6 +224,7 @@ downstream = ["b"]
 listen = "${IP[b]}:7000"
 metrics = "${IP[b]}:9102"
 downstream = ["c1", "c2"]
+link_threads = 2
 ${4:+stage = $4}
 
 [nodes.c1]

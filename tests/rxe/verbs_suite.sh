@@ -287,8 +287,8 @@ datapath_alloc() {
   out=$(env ${RXE_ALLOC_TRACE:+HOPRELAY_TEST_ALLOC_TRACE=1} HOPRELAY_TEST_RXE_IP="$RXE_IP" \
     timeout 300 "$BUILD/tests/unit_tests" --gtest_filter='DatapathVerbs.*' 2>&1) || rc=$?
   echo "$out" >"$WORK/datapath_alloc.out"
-  if [[ $rc == 0 && $(grep -c '^\[       OK \] DatapathVerbs\.' <<<"$out") == 2 ]]; then
-    pass "datapath_alloc: a warm broadcast by RDMA SEND and by RDMA WRITE allocates nothing per message"
+  if [[ $rc == 0 && $(grep -c '^\[       OK \] DatapathVerbs\.' <<<"$out") == 3 ]]; then
+    pass "datapath_alloc: a warm broadcast by RDMA SEND, by RDMA WRITE and on link threads allocates nothing per message"
   else
     fail "datapath_alloc: exit $rc: $(grep -E 'Failure|Which is|FAILED|SKIPPED|error|exception' <<<"$out" | head -12)"
   fi
@@ -422,6 +422,72 @@ T
   [[ $reordered == 0 ]] || fail "$name: $reordered messages reached c out of their origin's order"
   check_clean "verbs: threads = $n at the relay, killed -9 and restarted mid-stream, 2 x $count messages, in order" \
     "$WORK/$name-c.json" $((2 * count))
+}
+
+# link_threads FORWARD BASE_PORT: a -> r (link_threads = 2: its downstream links on two threads,
+# each with its own event loop, completion channel, CQs and QPs in r's protection domain) ->
+# {b, c} (verify-sinks, broadcast) over verbs, two producers (two origins), r killed -9 and
+# restarted mid-stream: every message at both leaves once and in its origin's order.
+link_threads() {
+  local forward=$1 t="$WORK/link_threads-$1.toml" count=${RXE_THREADS_COUNT:-20000}
+  local pa=$(($2 + 1)) pr=$(($2 + 2)) pb=$(($2 + 3)) pc=$(($2 + 4)) mb=$(($2 + 5)) mc=$(($2 + 6))
+  local name="link_threads-$forward"
+  cat >"$t" <<T
+[pipeline]
+name = "lt"
+transport = "verbs"
+forward = "$forward"
+slot_size = "4KiB"
+slots = 32
+[nodes.a]
+listen = "$RXE_IP:$pa"
+downstream = ["r"]
+[nodes.r]
+listen = "$RXE_IP:$pr"
+downstream = ["b", "c"]
+link_threads = 2
+[nodes.b]
+listen = "$RXE_IP:$pb"
+metrics = "127.0.0.1:$mb"
+stage = { plugin = "verify-sink", report = "$WORK/$name-b.json" }
+[nodes.c]
+listen = "$RXE_IP:$pc"
+metrics = "127.0.0.1:$mc"
+stage = { plugin = "verify-sink", report = "$WORK/$name-c.json" }
+T
+  start "$t" b
+  start "$t" c
+  start "$t" r
+  local r_index=$((${#pids[@]} - 1))
+  start "$t" a
+  wait_metrics "$mb" || { fail "$name: b did not start"; stop_all; return; }
+  wait_metrics "$mc" || { fail "$name: c did not start"; stop_all; return; }
+  local senders=() origin
+  for origin in 31 32; do
+    timeout 300 "$HOPRELAY" send --topology "$t" --to a --count "$count" --size 3000 \
+      --rate 3000 --origin "$origin" --connect-timeout 20 >"$WORK/$name-send$origin.out" 2>&1 &
+    senders+=($!)
+  done
+  sleep 3
+  restart_node "$t" r "$r_index" "$WORK/$name-r.1.log"
+  local s
+  for s in "${senders[@]}"; do
+    wait "$s" || fail "$name: a hoprelay send failed: $(tail -3 "$WORK/$name"-send*.out)"
+  done
+  wait_received "$WORK/$name-b.json" $((2 * count))
+  wait_received "$WORK/$name-c.json" $((2 * count))
+  stop_all || fail "$name: a daemon did not exit 0 on SIGTERM"
+  for node in a r b c; do mv "$WORK/$node.log" "$WORK/$name-$node.log"; done
+  grep -q "kept for replay" "$WORK/$name-a.log" || fail "$name: a never replayed (did the kill hit?)"
+  grep -q "downstream links on 2 threads" "$WORK/$name-r.log" ||
+    fail "$name: r did not run its links on threads: $(grep -iE 'error|link_threads' "$WORK/$name-r.log" | head -3)"
+  local leaf reordered
+  for leaf in b c; do
+    reordered=$(report_field "$WORK/$name-$leaf.json" reordered)
+    [[ $reordered == 0 ]] || fail "$name: $reordered messages reached $leaf out of their origin's order"
+    check_clean "verbs: link_threads = 2 at the relay (RDMA $forward), killed -9 and restarted mid-stream, 2 x $count messages at $leaf, in order" \
+      "$WORK/$name-$leaf.json" $((2 * count))
+  done
 }
 
 # run_head BASE_PORT: the producer runs head a itself (hoprelay send --run-head; docs/client.md)
@@ -1085,6 +1151,8 @@ only faults && faults
 only threads && threads 2 7600
 only threads && threads 4 7610
 only run_head && run_head 7620
+only link_threads && link_threads send 7630
+only link_threads && link_threads write 7640
 only bench && [[ ${RXE_BENCH:-1} == 1 ]] && bench
 only latency && [[ ${RXE_BENCH:-1} == 1 ]] && latency
 only peers_probe && [[ ${RXE_BENCH:-1} == 1 ]] && peers_probe | tee -a "$WORK/bench.txt"

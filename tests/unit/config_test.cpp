@@ -1420,5 +1420,24 @@ TEST(Topology, ThreadsIsAPipelineDefaultANodeMayOverride) {
                "nodes.a.threads must be an integer (how many threads run the stage)");
 }
 
+TEST(Topology, LinkThreadsIsAPipelineDefaultANodeMayOverride) {
+  Topology t = parse_topology(
+      "[pipeline]\nname = \"p\"\nlink_threads = 2\n[nodes.a]\nlisten = \"h:1\"\n"
+      "downstream = [\"b\"]\n[nodes.b]\nlisten = \"h:2\"\nlink_threads = 0\n",
+      "t.toml");
+  EXPECT_EQ(t.find("a")->link_threads, 2u);
+  EXPECT_EQ(t.find("b")->link_threads, 0u);
+  EXPECT_EQ(parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t.toml")
+                .find("a")
+                ->link_threads,
+            0u);
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nlink_threads = 65\n"), 5, 16,
+               "nodes.a.link_threads 65 is out of range: must be between 0 (links on the event "
+               "loop) and 64");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nlink_threads = true\n"), 5, 16,
+               "nodes.a.link_threads must be an integer (how many threads run the downstream "
+               "links)");
+}
+
 }  // namespace
 }  // namespace hoprelay::config

@@ -133,6 +133,14 @@ void TcpTransport::tune_socket(int fd) {
   }
 }
 
+void TcpTransport::speak_for(Transport& owner) {
+  auto* tcp = dynamic_cast<TcpTransport*>(&owner);
+  if (!tcp) {
+    throw TransportError("TCP links cannot act for a " + std::string(owner.name()) + " transport");
+  }
+  listen_.address = tcp->listen_.address;  // what outbound links send from
+}
+
 void TcpTransport::listen(const ListenParams& params) {
   listen_ = params;
   sockaddr_storage addr{};

@@ -194,6 +194,8 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   const Identity& identity() const { return identity_; }
   void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
   const ListenParams& listen_params() const { return listen_; }
+  // TCP sends from any memory: only the address outbound links send from is the owner's.
+  void speak_for(Transport& owner) override;
   // Frees a closed inbound link once the node holds none of its slots.
   void reap(TcpInbound* link);
   // Options of every link's socket, accepted or connecting: TCP_NODELAY, and in busy mode

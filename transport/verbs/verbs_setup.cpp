@@ -234,7 +234,37 @@ VerbsTransport::~VerbsTransport() {
   loop_.remove(cm_channel_->fd);
 }
 
+void VerbsTransport::speak_for(Transport& owner) {
+  auto* verbs = dynamic_cast<VerbsTransport*>(&owner);
+  if (!verbs) {
+    throw TransportError("verbs links cannot act for a " + std::string(owner.name()) +
+                         " transport");
+  }
+  if (!verbs->pd_) {
+    throw TransportError("speak_for: the owning transport has no RDMA device yet (listen first)");
+  }
+  pd_owner_ = verbs;
+  listen_.address = verbs->listen_.address;  // what outbound links send from
+}
+
 ibv_pd* VerbsTransport::pd_for(ibv_context* device) {
+  if (pd_owner_) {
+    ibv_pd* pd = pd_owner_->pd_.get();
+    if (pd->context != device) {
+      throw TransportError(std::string("links on two RDMA devices (") +
+                           ibv_get_device_name(pd->context->device) + ", " +
+                           ibv_get_device_name(device->device) +
+                           "): one node forwards between its links zero-copy and needs them on "
+                           "one device");
+    }
+    // Completions of its own: the channel is this transport's, on its loop.
+    if (!comp_channel_) {
+      comp_channel_.reset(check_ptr(ibv_create_comp_channel(device), "ibv_create_comp_channel"));
+      set_nonblocking(comp_channel_->fd);
+      loop_.add(comp_channel_->fd, EPOLLIN, &cq_events_);
+    }
+    return pd;
+  }
   if (pd_) {
     if (pd_->context != device) {
       throw TransportError(std::string("links on two RDMA devices (") +
@@ -447,7 +477,8 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
 void VerbsTransport::device_lost() {
   if (device_lost_) return;
   device_lost_ = true;
-  std::string device = pd_ ? ibv_get_device_name(pd_->context->device) : "the RDMA device";
+  ibv_pd* pd = pd_owner_ ? pd_owner_->pd_.get() : pd_.get();
+  std::string device = pd ? ibv_get_device_name(pd->context->device) : "the RDMA device";
   events_.on_device_lost(device);
 }
 

@@ -268,12 +268,14 @@ class VerbsTransport final : public Transport {
   LinkEvents& events() { return events_; }
   const Identity& identity() const { return identity_; }
   void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
+  void speak_for(Transport& owner) override;
   const ListenParams& listen_params() const { return listen_; }
   rdma_event_channel* cm_channel() { return cm_channel_.get(); }
   bool busy_poll() const { return poll_ == config::Poll::kBusy; }
 
-  // The PD and completion channel of the device, opened on first use. Throws when a second,
-  // different device shows up: slots are forwarded zero-copy, so every link shares one PD.
+  // The PD and completion channel of the device, opened on first use (the PD: the owner's,
+  // after speak_for). Throws when a second, different device shows up: slots are
+  // forwarded zero-copy, so every link shares one PD.
   ibv_pd* pd_for(ibv_context* device);
   // A CQ of `entries` on the shared completion channel, armed unless busy polling.
   Cq create_cq(ibv_context* device, uint32_t entries, CqHandler* handler);
@@ -319,6 +321,9 @@ class VerbsTransport final : public Transport {
   // Destroyed in reverse: links, listener, completion channel, PD, cm channel.
   CmChannel cm_channel_;
   Pd pd_;
+  // speak_for: the transport whose PD this one's queue pairs use (its PD is then not
+  // this one's: pd_ stays empty, and the device's asynchronous events are the owner's).
+  VerbsTransport* pd_owner_ = nullptr;
   CompChannel comp_channel_;
   CmId listen_id_;
   CmEvents cm_events_{};

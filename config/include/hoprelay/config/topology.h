@@ -108,6 +108,9 @@ struct NodeSpec {
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);  // with kDropAfter
   // `threads = N`: the node's stage runs on N worker threads (1: on the event loop itself).
   uint32_t threads = 1;
+  // `link_threads = N`: the node's downstream links run on N threads of their own (0: on the
+  // event loop; daemon/link_threads.h).
+  uint32_t link_threads = 0;
   // CPUs to pin to (`cpu = N` or `cpu = [N, ...]`), empty for none: the first is the event
   // loop's, worker i takes entry (i + 1) modulo the list's length.
   std::vector<uint32_t> cpu;

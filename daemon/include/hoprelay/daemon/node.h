@@ -16,6 +16,7 @@
 #include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/drop_log.h"
 #include "hoprelay/daemon/end_joins.h"
+#include "hoprelay/daemon/link_threads.h"
 #include "hoprelay/daemon/log_throttle.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
@@ -331,6 +332,8 @@ class Node final : public transport::LinkEvents {
   std::vector<uint64_t> worker_counted_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<transport::Transport> transport_;
+  // `link_threads` > 0: the downstream links' threads (their transports are their own).
+  std::unique_ptr<LinkThreads> link_threads_;
   std::vector<std::unique_ptr<transport::MemoryRegion>> lent_;  // lend_memory()
   std::vector<std::unique_ptr<Downstream>> downstream_;
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring

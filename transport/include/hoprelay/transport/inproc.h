@@ -110,6 +110,11 @@ class InprocTransport final : public Transport {
   std::unique_ptr<OutboundLink> connect(const ConnectParams& params) override;
   std::unique_ptr<MemoryRegion> allocate(size_t bytes) override;
   void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
+  // Its one link is the producer's own, in this process: it acts for nobody else.
+  void speak_for(Transport& owner) override {
+    throw TransportError("the in-process link cannot act for a " + std::string(owner.name()) +
+                         " transport");
+  }
 
  private:
   EventLoop& loop_;

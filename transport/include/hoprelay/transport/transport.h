@@ -245,6 +245,14 @@ class Transport {
   // A reload: the topology hash that handshakes from now on carry and compare (links up now
   // stay as they are).
   virtual void set_topology_hash(uint64_t hash) = 0;
+  // This transport's outbound links act for `owner`'s node, on another thread
+  // (daemon/link_threads.h): they send from the address `owner` listens on (the one peers
+  // admit the node from) and post frames from memory `owner` registered (the node's slots,
+  // forwarded zero-copy): over verbs its queue pairs are made in `owner`'s protection domain,
+  // while its completion queues and channel stay its own. Call after `owner` listens and
+  // before connect(); `owner` must outlive this transport. Throws TransportError for an
+  // `owner` of another kind.
+  virtual void speak_for(Transport& owner) = 0;
 };
 
 struct TransportChoice {

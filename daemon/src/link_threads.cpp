@@ -1,0 +1,654 @@
+#include "hoprelay/daemon/link_threads.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <unordered_map>
+#include <utility>
+
+#include "hoprelay/daemon/cpu_pin.h"
+#include "hoprelay/transport/log.h"
+
+namespace hoprelay::daemon {
+namespace {
+
+spdlog::logger& log() {
+  static auto logger = module_logger("node");
+  return *logger;
+}
+
+// Entries of each ring. A post takes a credit, and the links of one thread have at most a few
+// thousand credits between them, so the command ring fills only when the thread is starved of
+// CPU; then the proxy reports no credit until it drains (the acknowledgements that follow
+// bring the node back). The event ring: the thread waits while it is full.
+constexpr size_t kRingEntries = 16384;
+constexpr size_t kOutcomeEntries = 256;
+
+constexpr uint64_t pack(uint32_t credits, uint32_t consumed) {
+  return (static_cast<uint64_t>(credits) << 32) | consumed;
+}
+
+int make_eventfd() {
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) {
+    throw transport::TransportError(std::string("link_threads: eventfd: ") + std::strerror(errno));
+  }
+  return fd;
+}
+
+void notify(int fd) {
+  uint64_t one = 1;
+  // EAGAIN only when the counter is about to overflow: the reader is awake then anyway.
+  [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
+}
+
+void consume(int fd) {
+  uint64_t n;
+  [[maybe_unused]] ssize_t r = read(fd, &n, sizeof(n));
+}
+
+}  // namespace
+
+// One downstream link, as both sides see it.
+struct LinkThreads::Shared {
+  uint32_t id = 0;
+  Worker* worker = nullptr;
+  // The real link's credits (high half) when the thread had taken `consumed` posts (low half).
+  std::atomic<uint64_t> credits{0};
+  // The thread's side.
+  std::unique_ptr<transport::OutboundLink> real;
+  uint64_t epoch = 0;                  // drops of the real link so far
+  uint32_t consumed = 0;               // posts taken from the ring (mod 2^32)
+  uint64_t failed_epoch = UINT64_MAX;  // a post the real link refused in this epoch
+  bool closed = false;
+  bool destroyed = false;
+  bool discarded = false;  // in Worker::discarded
+  // Set by the thread once the real link is closed: close() waits for it.
+  std::atomic<bool> closed_done{false};
+};
+
+// The eventfd that wakes the node's loop for the threads' events.
+class LinkThreads::Wakeup final : public transport::EventLoop::Handler {
+ public:
+  Wakeup(transport::EventLoop& loop, LinkThreads& owner)
+      : loop_(loop), owner_(owner), fd_(make_eventfd()) {
+    loop_.add(fd_, EPOLLIN, this);
+  }
+  ~Wakeup() {
+    loop_.remove(fd_);
+    close(fd_);
+  }
+  void notify() { daemon::notify(fd_); }
+  void on_io(uint32_t) override {
+    consume(fd_);
+    owner_.on_wakeup();
+  }
+
+ private:
+  transport::EventLoop& loop_;
+  LinkThreads& owner_;
+  int fd_;
+};
+
+// A thread with its own event loop and transport: the real links' events come here (on that
+// thread) and go to the node's loop as Events.
+struct LinkThreads::Worker final : transport::LinkEvents, transport::EventLoop::Handler {
+  Worker(LinkThreads& o) : owner(o), wake_fd(make_eventfd()) { discarded.reserve(256); }
+  ~Worker() { close(wake_fd); }
+
+  LinkThreads& owner;
+  transport::EventLoop loop;
+  std::unique_ptr<transport::Transport> transport;
+  SpscRing<Command> commands{kRingEntries};
+  SpscRing<Event> events{kRingEntries};
+  SpscRing<transport::Outcome> outcomes{kOutcomeEntries};
+  int wake_fd;
+  std::atomic<bool> notified{false};
+  std::atomic<bool> stop{false};
+  bool stopping = false;  // the thread's: events are not sent any more
+  // Setup work for the thread (connect, a new topology hash): not the data path.
+  std::mutex control_mu;
+  std::vector<std::function<void()>> control;
+  std::atomic<bool> has_control{false};
+  // Events the node's loop took out of `events` while a close() waited (loop's side).
+  std::deque<Aside> aside;
+  // Links with posts discarded in the current batch of commands (the thread's; reserved).
+  std::vector<Shared*> discarded;
+  // The thread's links.
+  std::unordered_map<const transport::OutboundLink*, std::shared_ptr<Shared>> links;
+  std::thread thread;
+
+  Shared* of(const transport::OutboundLink& real) {
+    auto it = links.find(&real);
+    return it == links.end() ? nullptr : it->second.get();
+  }
+  void emit(EventKind kind, const transport::OutboundLink* real, void* cookie = nullptr,
+            std::string_view text = {}, bool with_text = false) {
+    Event e;
+    e.kind = kind;
+    if (real) {
+      Shared* s = of(*real);
+      if (!s) return;  // destroyed: the proxy is gone
+      e.id = s->id;
+    }
+    e.cookie = cookie;
+    if (with_text) e.text = new std::string(text);
+    owner.emit(*this, e);
+  }
+
+  void on_io(uint32_t) override {
+    consume(wake_fd);
+    // Cleared before the ring is read, and both sides use read-modify-writes of the flag (a
+    // total order): either the sender's comes after this one and it sees false and wakes us,
+    // or it came before and this one synchronizes with it, so its push is seen below. A
+    // standalone fence would do too, but ThreadSanitizer neither checks nor (GCC: -Werror=tsan)
+    // compiles it.
+    notified.exchange(false, std::memory_order_acq_rel);
+    owner.drain_commands(*this);
+  }
+
+  // LinkEvents: the thread's transport only connects, so nothing comes in.
+  bool admit(const transport::PeerInfo&, std::string& reason) override {
+    reason = "not listening";
+    return false;
+  }
+  void on_inbound_up(transport::InboundLink&) override {}
+  void on_message(transport::InboundLink&, transport::Slot&) override { std::abort(); }
+  void on_inbound_down(transport::InboundLink&, std::string_view) override {}
+
+  void on_outbound_up(transport::OutboundLink& real) override {
+    Shared* s = of(real);
+    if (!s) return;
+    s->credits.store(pack(real.credits(), s->consumed), std::memory_order_release);
+    Event e;
+    e.kind = EventKind::kUp;
+    e.id = s->id;
+    e.max_payload = real.max_payload();
+    e.peer_next_seq = real.peer_next_seq();
+    owner.emit(*this, e);
+  }
+  void on_outbound_down(transport::OutboundLink& real, std::string_view reason) override {
+    Shared* s = of(real);
+    if (!s) return;
+    ++s->epoch;  // posts made before the proxy hears of this are discarded (it returns them)
+    s->credits.store(pack(0, s->consumed), std::memory_order_release);
+    emit(EventKind::kDown, &real, nullptr, reason, true);
+  }
+  void on_acked(transport::OutboundLink& real, void* cookie) override {
+    emit(EventKind::kAcked, &real, cookie);
+  }
+  void on_outcome(transport::OutboundLink& real, void* cookie,
+                  const transport::Outcome& outcome) override {
+    if (!of(real) || stopping) return;
+    while (!outcomes.push(outcome)) {
+      if (stop.load(std::memory_order_acquire)) return;  // nobody reads them any more
+      std::this_thread::yield();
+    }
+    emit(EventKind::kOutcome, &real, cookie);
+  }
+  // The proxy hands back what it holds when it hears of the drop: it knows the posts this
+  // thread discarded too, and their order.
+  void on_returned(transport::OutboundLink&, void*) override {}
+  void on_credit(transport::OutboundLink& real) override {
+    Shared* s = of(real);
+    if (!s) return;
+    s->credits.store(pack(real.credits(), s->consumed), std::memory_order_release);
+    emit(EventKind::kCredit, &real);
+  }
+  void on_protocol_error(std::string_view kind) override {
+    emit(EventKind::kProtocolError, nullptr, nullptr, kind, true);
+  }
+  void on_completion_error(std::string_view status) override {
+    emit(EventKind::kCompletionError, nullptr, nullptr, status, true);
+  }
+  void on_connect_timeout(transport::OutboundLink& real) override {
+    emit(EventKind::kConnectTimeout, &real);
+  }
+  void on_device_lost(std::string_view device) override {
+    emit(EventKind::kDeviceLost, nullptr, nullptr, device, true);
+  }
+  void on_refused(transport::OutboundLink& real, std::string_view reason) override {
+    emit(EventKind::kRefused, &real, nullptr, reason, true);
+  }
+};
+
+// What the node holds for a downstream: the frames it posted and that are not acknowledged
+// yet, in order, and the real link's state as the last event said.
+class LinkThreads::Proxy final : public transport::OutboundLink {
+ public:
+  Proxy(LinkThreads& owner, std::shared_ptr<Shared> shared, const std::string& peer_name,
+        uint32_t expected_slots)
+      : owner_(owner), shared_(std::move(shared)) {
+    peer_name_ = peer_name;
+    size_t n = 16;
+    while (n < expected_slots) n <<= 1;
+    frames_.resize(n);
+  }
+  ~Proxy() override {
+    owner_.proxies_[shared_->id] = nullptr;
+    Command c;
+    c.kind = CommandKind::kDestroy;
+    c.link = shared_.get();
+    // The thread's reference until it gets to the command (the control job that would have
+    // held one may have given up already: a link closed before it connected).
+    c.keep = new std::shared_ptr<Shared>(shared_);
+    owner_.send_control(*shared_->worker, c);
+  }
+
+  bool up() const override { return up_; }
+  uint32_t credits() const override {
+    if (!up_) return 0;
+    uint64_t snap = shared_->credits.load(std::memory_order_acquire);
+    uint32_t real = static_cast<uint32_t>(snap >> 32);
+    uint32_t since = posted_ - static_cast<uint32_t>(snap);  // posts the snapshot has not seen
+    return real > since ? real - since : 0;
+  }
+  uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - head_); }
+  uint32_t max_payload() const override { return up_ ? max_payload_ : 0; }
+
+  bool post(const transport::OutFrame& frame) override {
+    if (credits() == 0) return false;
+    if (tail_ - head_ == frames_.size()) grow();
+    Command c;
+    c.kind = CommandKind::kPost;
+    c.epoch = epoch_;
+    c.link = shared_.get();
+    c.frame = frame;
+    if (!owner_.send(*shared_->worker, c)) return false;  // the thread is behind: see kRingEntries
+    frames_[tail_++ & (frames_.size() - 1)] = frame.cookie;
+    ++posted_;
+    return true;
+  }
+
+  // Synchronous, as a transport's close(): the frames come back only once the thread has
+  // closed the real link, so it sends none of them after the node has them back (they may go
+  // to another link, or their slots be released).
+  void close() override {
+    if (closed_ || closing_) return;
+    closing_ = true;
+    Command c;
+    c.kind = CommandKind::kClose;
+    c.link = shared_.get();
+    owner_.send_control(*shared_->worker, c);
+    owner_.wait_for(*shared_->worker, shared_->closed_done);
+    // Acknowledgements the real link had before it closed count, as they would have without
+    // the thread: only what is still unacknowledged comes back.
+    owner_.take_acks(*shared_->worker, *this);
+    closed_ = true;
+    drop("closed on purpose");
+  }
+
+  // The thread's events for this link (node's loop).
+  void on_up(const Event& e) {
+    if (closed_) return;
+    up_ = true;
+    max_payload_ = e.max_payload;
+    peer_next_seq_ = e.peer_next_seq;
+    owner_.events_.on_outbound_up(*this);
+  }
+  void on_down(std::string_view reason) {
+    if (closed_) return;
+    ++epoch_;
+    drop(reason);
+  }
+  void on_acked(void* cookie) {
+    if (closed_) return;
+    if (head_ == tail_ || frames_[head_ & (frames_.size() - 1)] != cookie) {
+      log().critical(
+          "internal error: link thread acknowledged a frame the link to {} did not "
+          "post next: stopping",
+          peer_name_);
+      log().flush();
+      std::abort();
+    }
+    ++head_;
+    owner_.events_.on_acked(*this, cookie);
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  friend class LinkThreads;
+
+  // Down (or closed): every frame not acknowledged comes back, newest first.
+  void drop(std::string_view reason) {
+    bool was_up = std::exchange(up_, false);
+    while (tail_ != head_) {
+      void* cookie = frames_[--tail_ & (frames_.size() - 1)];
+      owner_.events_.on_returned(*this, cookie);
+    }
+    if (was_up) owner_.events_.on_outbound_down(*this, reason);
+  }
+  // More frames in flight than the ring was sized for (the peer's slots grew on a reload).
+  void grow() {
+    std::vector<void*> bigger(frames_.size() * 2);
+    size_t n = 0;
+    for (uint64_t i = head_; i != tail_; ++i) bigger[n++] = frames_[i & (frames_.size() - 1)];
+    frames_ = std::move(bigger);
+    head_ = 0;
+    tail_ = n;
+  }
+
+  LinkThreads& owner_;
+  std::shared_ptr<Shared> shared_;
+  bool up_ = false;
+  bool closing_ = false;  // in close(), waiting for the thread
+  bool closed_ = false;
+  uint32_t max_payload_ = 0;
+  uint64_t epoch_ = 0;
+  uint32_t posted_ = 0;        // mod 2^32, as Shared::consumed
+  std::vector<void*> frames_;  // a power of two; [head_, tail_) posted and not acknowledged
+  uint64_t head_ = 0;
+  uint64_t tail_ = 0;
+};
+
+LinkThreads::LinkThreads(transport::EventLoop& loop, transport::LinkEvents& events, size_t threads,
+                         const transport::TransportOptions& options,
+                         const transport::Identity& identity, const std::vector<uint32_t>& cpus,
+                         transport::Transport& memory_owner)
+    : loop_(loop), events_(events), memory_owner_(memory_owner) {
+  wakeup_ = std::make_unique<Wakeup>(loop_, *this);
+  for (size_t i = 0; i < threads; ++i) {
+    auto w = std::make_unique<Worker>(*this);
+    auto choice = transport::make_transport(options, w->loop, *w, identity);
+    if (choice.transport->name() != memory_owner.name()) {
+      throw transport::TransportError("link_threads: the links' threads chose transport " +
+                                      std::string(choice.transport->name()) +
+                                      " where the node runs " + std::string(memory_owner.name()) +
+                                      ": set transport explicitly for this node");
+    }
+    w->transport = std::move(choice.transport);
+    w->loop.add(w->wake_fd, EPOLLIN, w.get());
+    workers_.push_back(std::move(w));
+  }
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    int cpu = cpus.empty() ? -1 : static_cast<int>(cpus[i % cpus.size()]);
+    Worker& w = *workers_[i];
+    w.thread = std::thread([this, &w, cpu] { run(w, cpu); });
+  }
+}
+
+LinkThreads::~LinkThreads() {
+  for (auto& w : workers_) {
+    w->stop.store(true);
+    notify(w->wake_fd);
+  }
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+  for (auto& w : workers_) {
+    Event e;
+    while (w->events.pop(e)) delete e.text;
+    Command c;
+    while (w->commands.pop(c)) delete c.keep;
+    for (Aside& a : w->aside) delete a.event.text;
+    w->aside.clear();
+    w->loop.remove(w->wake_fd);
+    w->links.clear();
+    w->transport.reset();
+  }
+}
+
+void LinkThreads::run(Worker& w, int cpu) {
+  if (cpu >= 0) {
+    std::string why = pin_this_thread(static_cast<uint32_t>(cpu));
+    if (!why.empty()) log().warn("link thread: {}", why);
+  }
+  while (!w.stop.load(std::memory_order_acquire)) {
+    w.loop.run_once(std::chrono::milliseconds(1000));
+    drain_commands(w);  // what came in during the iteration's events
+  }
+  // Stopping: what the node asked for last (its closes: BYE) is done, then every link still
+  // open says goodbye, so peers log a clean close.
+  w.stopping = true;
+  drain_commands(w);
+  for (auto& [real, s] : w.links) {
+    if (s->real && !s->closed) s->real->close();
+  }
+  w.loop.run_once(std::chrono::milliseconds(0));
+}
+
+std::unique_ptr<transport::OutboundLink> LinkThreads::connect(
+    const transport::ConnectParams& params) {
+  if (!memory_shared_) {
+    // The node listens before it connects: its transport has opened the device by now.
+    // (Written here, read by each thread after the control job below hands it over.)
+    for (auto& wp : workers_) wp->transport->speak_for(memory_owner_);
+    memory_shared_ = true;
+  }
+  Worker& w = *workers_[next_worker_++ % workers_.size()];
+  auto shared = std::make_shared<Shared>();
+  shared->id = static_cast<uint32_t>(proxies_.size());
+  shared->worker = &w;
+  auto proxy = std::make_unique<Proxy>(*this, shared, params.peer_name, params.expected_slots);
+  proxies_.push_back(proxy.get());
+  {
+    std::lock_guard lock(w.control_mu);
+    w.control.push_back([&w, shared, params] {
+      if (shared->closed || shared->destroyed) return;
+      // Registered before connect(): a link may report its first events from inside it.
+      auto real = w.transport->connect(params);
+      w.links.emplace(real.get(), shared);
+      shared->real = std::move(real);
+    });
+    w.has_control.store(true, std::memory_order_release);
+  }
+  w.notified.store(true);
+  notify(w.wake_fd);
+  return proxy;
+}
+
+void LinkThreads::set_topology_hash(uint64_t hash) {
+  for (auto& wp : workers_) {
+    Worker& w = *wp;
+    std::lock_guard lock(w.control_mu);
+    w.control.push_back([&w, hash] { w.transport->set_topology_hash(hash); });
+    w.has_control.store(true, std::memory_order_release);
+    notify(w.wake_fd);
+  }
+}
+
+bool LinkThreads::send(Worker& w, const Command& c) {
+  if (!w.commands.push(c)) return false;
+  // Against the thread's clearing of `notified` (Worker::on_io): see there.
+  if (!w.notified.exchange(true, std::memory_order_acq_rel)) notify(w.wake_fd);
+  return true;
+}
+
+void LinkThreads::send_control(Worker& w, const Command& c) {
+  // A full ring (the thread behind on posts) drains: the thread waits for nothing of ours but
+  // room for its events, which this makes.
+  while (!send(w, c)) {
+    set_aside(w);
+    std::this_thread::yield();
+  }
+}
+
+void LinkThreads::wait_for(Worker& w, const std::atomic<bool>& done) {
+  while (!done.load(std::memory_order_acquire)) {
+    set_aside(w);
+    std::this_thread::yield();
+  }
+  // What was set aside is handled in order, before anything newer, at the next wake-up.
+  if (!w.aside.empty()) wakeup_->notify();
+}
+
+void LinkThreads::take_acks(Worker& w, Proxy& p) {
+  set_aside(w);  // the last ones, sent before the thread said it closed the link
+  std::vector<Aside> mine;
+  for (auto it = w.aside.begin(); it != w.aside.end();) {
+    if (it->event.id == p.shared_->id &&
+        (it->event.kind == EventKind::kAcked || it->event.kind == EventKind::kOutcome)) {
+      mine.push_back(std::move(*it));
+      it = w.aside.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // In order; a handler may close another link meanwhile (it sets more aside: newer ones).
+  for (Aside& a : mine) {
+    if (a.event.kind == EventKind::kAcked) {
+      p.on_acked(a.event.cookie);
+    } else {
+      events_.on_outcome(p, a.event.cookie, *a.outcome);
+    }
+  }
+}
+
+void LinkThreads::set_aside(Worker& w) {
+  Event e;
+  while (w.events.pop(e)) {
+    Aside a{e, nullptr};
+    if (e.kind == EventKind::kOutcome) {
+      a.outcome = std::make_unique<transport::Outcome>();
+      w.outcomes.pop(*a.outcome);
+    }
+    w.aside.push_back(std::move(a));
+  }
+}
+
+void LinkThreads::drain_commands(Worker& w) {
+  // The lock only when there is setup work: not once per batch of posts. None once stopping
+  // (a connect that would be dropped at once).
+  if (!w.stopping && w.has_control.load(std::memory_order_acquire)) {
+    std::vector<std::function<void()>> control;
+    {
+      std::lock_guard lock(w.control_mu);
+      control.swap(w.control);
+      w.has_control.store(false, std::memory_order_relaxed);
+    }
+    for (auto& job : control) job();
+  }
+  Command c;
+  while (w.commands.pop(c)) {
+    Shared& s = *c.link;
+    switch (c.kind) {
+      case CommandKind::kPost:
+        ++s.consumed;
+        if (!s.real || s.closed || c.epoch != s.epoch || c.epoch == s.failed_epoch) {
+          // Posted before the proxy heard of a drop: it hands the frame back itself. The
+          // credits it sees must count this post as taken without a credit spent.
+          if (!s.discarded) {
+            s.discarded = true;
+            w.discarded.push_back(&s);  // reserved: no allocation
+          }
+          break;
+        }
+        if (!s.real->post(c.frame)) {
+          // The peer is draining (no credit left, its goodbye follows): this frame and the
+          // ones after it in this epoch stay with the proxy, which hands them back when the
+          // link goes down.
+          s.failed_epoch = c.epoch;
+        }
+        break;
+      case CommandKind::kClose:
+        s.closed = true;
+        if (s.real) s.real->close();
+        s.closed_done.store(true, std::memory_order_release);
+        break;
+      case CommandKind::kDestroy: {
+        std::unique_ptr<std::shared_ptr<Shared>> keep(c.keep);
+        s.destroyed = true;
+        if (!s.real) break;
+        w.links.erase(s.real.get());
+        // Destroyed after this iteration's events (event_loop.h): one may be for it.
+        w.loop.defer([keep = std::shared_ptr<Shared>(*keep)] { keep->real.reset(); });
+        break;
+      }
+    }
+  }
+  // Posts discarded after a drop (and maybe a reconnect): without a fresh snapshot and an
+  // event to read it, the proxy would count them against the new connection's credits for
+  // good. Every such link of the batch.
+  for (Shared* d : w.discarded) {
+    d->discarded = false;
+    if (d->destroyed || !d->real) continue;
+    d->credits.store(pack(d->real->credits(), d->consumed), std::memory_order_release);
+    w.emit(EventKind::kCredit, d->real.get());
+  }
+  w.discarded.clear();
+}
+
+void LinkThreads::emit(Worker& w, const Event& e) {
+  while (!w.stopping && !w.events.push(e)) {
+    if (w.stop.load(std::memory_order_acquire)) w.stopping = true;  // nobody reads them now
+    std::this_thread::yield();
+  }
+  if (w.stopping) {
+    delete e.text;
+    return;
+  }
+  // As in send(): a read-modify-write against on_wakeup's.
+  if (!loop_notified_.exchange(true, std::memory_order_acq_rel)) wakeup_->notify();
+}
+
+void LinkThreads::on_wakeup() {
+  loop_notified_.exchange(false, std::memory_order_acq_rel);  // as in Worker::on_io
+  for (auto& w : workers_) {
+    // Events a close() set aside while it waited are older than those still in the ring (and
+    // a handler's close() may set more aside meanwhile): they go first.
+    Event e;
+    while (true) {
+      if (!w->aside.empty()) {
+        Aside a = std::move(w->aside.front());
+        w->aside.pop_front();
+        handle(*w, a.event, a.outcome.get());
+      } else if (w->events.pop(e)) {
+        handle(*w, e, nullptr);
+      } else {
+        break;
+      }
+    }
+  }
+}
+
+void LinkThreads::handle(Worker& w, const Event& e, transport::Outcome* aside_outcome) {
+  std::unique_ptr<std::string> text(e.text);
+  std::string_view what = text ? std::string_view(*text) : std::string_view();
+  switch (e.kind) {
+    case EventKind::kProtocolError:
+      return events_.on_protocol_error(what);
+    case EventKind::kCompletionError:
+      return events_.on_completion_error(what);
+    case EventKind::kDeviceLost:
+      if (std::exchange(device_lost_, true)) return;
+      return events_.on_device_lost(what);
+    default:
+      break;
+  }
+  transport::Outcome outcome;
+  if (e.kind == EventKind::kOutcome) {
+    if (aside_outcome) {
+      outcome = *aside_outcome;
+    } else {
+      w.outcomes.pop(outcome);
+    }
+  }
+  Proxy* p = e.id < proxies_.size() ? proxies_[e.id] : nullptr;
+  if (!p || p->closed()) return;
+  switch (e.kind) {
+    case EventKind::kUp:
+      return p->on_up(e);
+    case EventKind::kDown:
+      return p->on_down(what);
+    case EventKind::kAcked:
+      return p->on_acked(e.cookie);
+    case EventKind::kOutcome:
+      return events_.on_outcome(*p, e.cookie, outcome);
+    case EventKind::kCredit:
+      return events_.on_credit(*p);
+    case EventKind::kRefused:
+      return events_.on_refused(*p, what);
+    case EventKind::kConnectTimeout:
+      return events_.on_connect_timeout(*p);
+    default:
+      return;
+  }
+}
+
+}  // namespace hoprelay::daemon
