@@ -291,6 +291,19 @@ std::vector<Diagnostic> Topology::warnings() const {
                                          " one of at most " + std::to_string(n.slot_size - 4));
     out.push_back({path, n.pos, msg, true});
   }
+  // Link threads beyond a relay's downstream links have nothing to run (a leaf starts none).
+  for (const auto& n : nodes) {
+    const size_t links = n.downstream.size();
+    if (links == 0 || n.link_threads <= links) continue;
+    out.push_back({path, n.pos,
+                   "nodes." + n.name + ": link_threads = " + std::to_string(n.link_threads) +
+                       " but it has " + std::to_string(links) + " downstream link" +
+                       (links == 1 ? "" : "s") + ": " + std::to_string(n.link_threads - links) +
+                       " of its link threads would have nothing to run (downstream i runs on "
+                       "thread i mod link_threads). Set link_threads = " +
+                       std::to_string(links) + " or fewer for " + n.name,
+                   true});
+  }
   zstd_warnings(*this, out);
   crc32c_warnings(*this, out);
   return out;

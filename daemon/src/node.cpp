@@ -84,7 +84,10 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   transport_ = std::move(choice.transport);
   node_log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,
                   transport_->name(), choice.reason);
-  if (spec_->link_threads > 0) {
+  if (spec_->link_threads > 0 && spec_->downstream.empty()) {
+    node_log().info("node {}: link_threads = {} unused: it has no downstream links", spec_->name,
+                    spec_->link_threads);
+  } else if (spec_->link_threads > 0) {
     // Link thread i on the CPU after the event loop's, as stage worker i (cpu = [...]).
     std::vector<uint32_t> cpus;
     for (size_t i = 0; i < spec_->cpu.size(); ++i) {

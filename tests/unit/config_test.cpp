@@ -1420,6 +1420,29 @@ TEST(Topology, ThreadsIsAPipelineDefaultANodeMayOverride) {
                "nodes.a.threads must be an integer (how many threads run the stage)");
 }
 
+// More link threads than downstream links: the rest would idle. A leaf (a pipeline default
+// reaching it) starts none and is not warned about.
+TEST(Topology, WarnsAboutLinkThreadsBeyondTheDownstreamLinks) {
+  Topology t = parse_topology(
+      with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"b\", \"c\"]\n"
+                    "link_threads = 3\n[nodes.b]\nlisten = \"h:2\"\nlink_threads = 2\n"
+                    "[nodes.c]\nlisten = \"h:3\"\n"),
+      "t.toml");
+  auto w = t.warnings();
+  ASSERT_EQ(w.size(), 1u) << dump(w);
+  EXPECT_EQ(w[0].format(), "t.toml:" + std::to_string(t.find("a")->pos.line) +
+                               ":1: warning: nodes.a: link_threads = 3 but it has 2 downstream "
+                               "links: 1 of its link threads would have nothing to run "
+                               "(downstream i runs on thread i mod link_threads). Set "
+                               "link_threads = 2 or fewer for a");
+  Topology fine =
+      parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"b\", \"c\"]\n"
+                                   "link_threads = 2\n[nodes.b]\nlisten = \"h:2\"\n[nodes.c]\n"
+                                   "listen = \"h:3\"\n"),
+                     "t.toml");
+  EXPECT_TRUE(fine.warnings().empty()) << dump(fine.warnings());
+}
+
 TEST(Topology, LinkThreadsIsAPipelineDefaultANodeMayOverride) {
   Topology t = parse_topology(
       "[pipeline]\nname = \"p\"\nlink_threads = 2\n[nodes.a]\nlisten = \"h:1\"\n"
