@@ -248,45 +248,32 @@ void VerbsTransport::speak_for(Transport& owner) {
 }
 
 ibv_pd* VerbsTransport::pd_for(ibv_context* device) {
-  if (pd_owner_) {
-    ibv_pd* pd = pd_owner_->pd_.get();
-    if (pd->context != device) {
-      throw TransportError(std::string("links on two RDMA devices (") +
-                           ibv_get_device_name(pd->context->device) + ", " +
-                           ibv_get_device_name(device->device) +
-                           "): one node forwards between its links zero-copy and needs them on "
-                           "one device");
-    }
-    // Completions of its own: the channel is this transport's, on its loop.
-    if (!comp_channel_) {
-      comp_channel_.reset(check_ptr(ibv_create_comp_channel(device), "ibv_create_comp_channel"));
-      set_nonblocking(comp_channel_->fd);
-      loop_.add(comp_channel_->fd, EPOLLIN, &cq_events_);
-    }
-    return pd;
+  ibv_pd* pd = links_pd();
+  if (pd && pd->context != device) {
+    throw TransportError(std::string("links on two RDMA devices (") +
+                         ibv_get_device_name(pd->context->device) + ", " +
+                         ibv_get_device_name(device->device) +
+                         "): one node forwards between its links zero-copy and needs them on "
+                         "one device");
   }
-  if (pd_) {
-    if (pd_->context != device) {
-      throw TransportError(std::string("links on two RDMA devices (") +
-                           ibv_get_device_name(pd_->context->device) + ", " +
-                           ibv_get_device_name(device->device) +
-                           "): one node forwards between its links zero-copy and needs them on "
-                           "one device");
-    }
-    return pd_.get();
+  if (!pd) {
+    pd_.reset(check_ptr(ibv_alloc_pd(device), "ibv_alloc_pd"));
+    pd = pd_.get();
+    // The device's asynchronous events (port down and up, fatal errors): logged, so that a
+    // link failure can be read against what the port did. (With speak_for, the owner's.)
+    set_nonblocking(device->async_fd);
+    async_events_.t = this;
+    loop_.add(device->async_fd, EPOLLIN, &async_events_);
+    log().info("using RDMA device {} ({} completions)", ibv_get_device_name(device->device),
+               busy_poll() ? "busy polling" : "completion channel");
   }
-  pd_.reset(check_ptr(ibv_alloc_pd(device), "ibv_alloc_pd"));
-  // The device's asynchronous events (port down and up, fatal errors): logged, so that a
-  // link failure can be read against what the port did.
-  set_nonblocking(device->async_fd);
-  async_events_.t = this;
-  loop_.add(device->async_fd, EPOLLIN, &async_events_);
-  comp_channel_.reset(check_ptr(ibv_create_comp_channel(device), "ibv_create_comp_channel"));
-  set_nonblocking(comp_channel_->fd);
-  loop_.add(comp_channel_->fd, EPOLLIN, &cq_events_);
-  log().info("using RDMA device {} ({} completions)", ibv_get_device_name(device->device),
-             busy_poll() ? "busy polling" : "completion channel");
-  return pd_.get();
+  // Completions of its own, whoever's PD: the channel is this transport's, on its loop.
+  if (!comp_channel_) {
+    comp_channel_.reset(check_ptr(ibv_create_comp_channel(device), "ibv_create_comp_channel"));
+    set_nonblocking(comp_channel_->fd);
+    loop_.add(comp_channel_->fd, EPOLLIN, &cq_events_);
+  }
+  return pd;
 }
 
 Cq VerbsTransport::create_cq(ibv_context* device, uint32_t entries, CqHandler* handler) {
@@ -477,7 +464,7 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
 void VerbsTransport::device_lost() {
   if (device_lost_) return;
   device_lost_ = true;
-  ibv_pd* pd = pd_owner_ ? pd_owner_->pd_.get() : pd_.get();
+  ibv_pd* pd = links_pd();
   std::string device = pd ? ibv_get_device_name(pd->context->device) : "the RDMA device";
   events_.on_device_lost(device);
 }

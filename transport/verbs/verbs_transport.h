@@ -277,6 +277,9 @@ class VerbsTransport final : public Transport {
   // after speak_for). Throws when a second, different device shows up: slots are
   // forwarded zero-copy, so every link shares one PD.
   ibv_pd* pd_for(ibv_context* device);
+  // The PD this transport's queue pairs use: the owner's after speak_for, else its own (null
+  // before the first device).
+  ibv_pd* links_pd() const { return pd_owner_ ? pd_owner_->pd_.get() : pd_.get(); }
   // A CQ of `entries` on the shared completion channel, armed unless busy polling.
   Cq create_cq(ibv_context* device, uint32_t entries, CqHandler* handler);
   // A RC QP on `conn.id` with the given depths; fills conn.qp and conn.max_inline.
