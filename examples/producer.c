@@ -1,7 +1,8 @@
 /* A producer in C: sends COUNT messages of SIZE bytes to head node HEAD of TOPOLOGY, half by
  * copy (send) and half in place (reserve / commit), then ends its stream. Byte i of message
  * seq is (seq + i) % 251, which consumer.cpp checks. Empty messages (SIZE 0) all go by send:
- * reserve takes 1 byte up to one slot of the head (larger ones go by send too, as chunks).
+ * reserve takes 1 byte up to the largest message (libhoprelay 1.5; one larger than a slot of
+ * the head leaves as chunks, from the reserved buffer all the same).
  *
  *   cc producer.c $(pkg-config --cflags --libs hoprelay) -o producer
  *   ./producer TOPOLOGY HEAD COUNT SIZE */
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
   unsigned char* copy = malloc(size);
   for (unsigned long n = 0; n < count && rc == HOPRELAY_OK; ++n) {
     uint64_t seq = hoprelay_producer_next_seq(p);
-    if (n % 2 == 0 || size == 0 || size > hoprelay_producer_max_reserve(p)) {
+    if (n % 2 == 0 || size == 0) {
       fill(copy, size, seq);
       rc = hoprelay_producer_send(p, copy, size, HOPRELAY_SEND_MORE, NULL, -1);
     } else {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <random>
 
@@ -148,8 +149,14 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
   if (lost_) return fail_lost("send");
   if (reserved_) return fail(HOPRELAY_ESTATE, "send: commit the reserved buffer first");
   if (ending_) return fail(HOPRELAY_ESTATE, "send: the stream has ended");
-  const size_t chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
-  if (int rc = wait_for([&] { return free_.size() >= chunks; }, timeout_ms, "send")) {
+  // The chunk size is the head's slot, or less once its first welcome said so: counted after
+  // the wait.
+  size_t chunks = 0;
+  auto room = [&] {
+    chunks = std::max<size_t>(1, (data.size() + chunk_size_ - 1) / chunk_size_);
+    return can_take(chunks, false);
+  };
+  if (int rc = wait_for(room, timeout_ms, "send")) {
     if (rc != HOPRELAY_ETIMEDOUT) return rc;
     // What it waited for: without this, a message that needs the whole ring looks stuck.
     if (buffers_.empty()) {  // opened without waiting, the head never welcomed it
@@ -159,23 +166,25 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
     return fail(rc, std::string(last_error()) + " (a message of " + std::to_string(data.size()) +
                         " bytes takes " + std::to_string(chunks) + " of the producer's " +
                         std::to_string(buffers_.size()) + " buffers, two per slot of the head; " +
-                        std::to_string(free_.size()) +
+                        std::to_string(free_buffers()) +
                         " are free, the others hold messages not yet acknowledged or waiting for "
                         "the head's credits: a consumer holding messages, or a slow pipeline)");
   }
   const uint64_t s = next_seq_++;
+  const uint64_t first = take(chunks, false).pos;
   size_t offset = 0;
   for (uint32_t i = 0; i < chunks; ++i) {
-    Buffer* b = free_.back();
-    free_.pop_back();
+    Buffer& b = at(first + i);
     const uint32_t n = static_cast<uint32_t>(std::min<size_t>(chunk_size_, data.size() - offset));
-    if (n) std::memcpy(b->data, data.data() + offset, n);
+    if (n) std::memcpy(b.data, data.data() + offset, n);
     offset += n;
-    const bool whole = chunks == 1;
-    *b = {b->data,       n, static_cast<uint16_t>(offset < data.size() ? transport::kFlagMore : 0),
-          whole ? 0 : i, s, nullptr};
-    queue_.push_back(b);
+    b.length = n;
+    b.flags = static_cast<uint16_t>(offset < data.size() ? transport::kFlagMore : 0);
+    b.chunk = chunks == 1 ? 0 : i;
+    b.seq = s;
+    queue_.push_back(&b);
   }
+  frames_ += chunks;
   ++sent_;
   if (seq) *seq = s;
   pump();
@@ -188,16 +197,30 @@ int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
   if (reserved_) return fail(HOPRELAY_ESTATE, "reserve: a buffer is reserved already: commit it");
   if (ending_) return fail(HOPRELAY_ESTATE, "reserve: the stream has ended");
   if (length == 0) return fail(HOPRELAY_EINVAL, "reserve: a message has at least one byte");
-  if (length > chunk_size_) {
-    return fail(HOPRELAY_ETOOBIG, "reserve: " + std::to_string(length) + " bytes is more than " +
-                                      head_->name + "'s slots take (" +
-                                      std::to_string(chunk_size_) +
-                                      "): send larger messages with send, as chunks");
+  if (length > max_message_) {
+    return fail(HOPRELAY_ETOOBIG, "reserve: " + std::to_string(length) +
+                                      " bytes is more than pipeline " + topology_->name +
+                                      " takes (" + std::to_string(max_message_) +
+                                      ": its smallest slots times its smallest slot_size)");
   }
-  if (int rc = wait_for([&] { return !free_.empty(); }, timeout_ms, "reserve")) return rc;
-  reserved_ = free_.back();
-  free_.pop_back();
+  // Larger than a slot: side by side in the ring, sent as chunks from where they lie. (The
+  // chunk size is final once the head welcomed us: counted after the wait, as in send.)
+  size_t n = 0;
+  auto room = [&] {
+    n = (length + chunk_size_ - 1) / chunk_size_;
+    return can_take(n, true);
+  };
+  if (int rc = wait_for(room, timeout_ms, "reserve")) {
+    if (rc != HOPRELAY_ETIMEDOUT || buffers_.empty() || n == 1) return rc;
+    return fail(rc, std::string(last_error()) + " (" + std::to_string(length) + " bytes take " +
+                        std::to_string(n) + " side by side of the producer's " +
+                        std::to_string(buffers_.size()) + " buffers, two per slot of the head; " +
+                        std::to_string(free_buffers()) +
+                        " are free, the others hold messages not yet acknowledged)");
+  }
+  reserved_ = &take(n, true);
   reserved_length_ = length;
+  reserved_buffers_ = n;
   *buffer = reserved_->data;
   return HOPRELAY_OK;
 }
@@ -211,12 +234,35 @@ int Producer::commit(size_t length, int flags, uint64_t* seq) {
   }
   Buffer* b = std::exchange(reserved_, nullptr);
   const uint64_t s = next_seq_++;
-  *b = {b->data, static_cast<uint32_t>(length), 0, 0, s, nullptr};
+  const size_t chunks = (length + chunk_size_ - 1) / chunk_size_;
+  take_ -= reserved_buffers_ - chunks;  // the buffers the message does not fill: free again
   ++sent_;
+  frames_ += chunks;
   if (seq) *seq = s;
-  // Straight to the link when nothing waits before it (the common case), else in order.
-  if (!queue_.empty() || !post(*b)) {
-    queue_.push_back(b);
+  if (chunks == 1) {
+    b->length = static_cast<uint32_t>(length);
+    b->flags = 0;
+    b->chunk = 0;
+    b->seq = s;
+    // Straight to the link when nothing waits before it (the common case), else in order.
+    if (!queue_.empty() || !post(*b)) {
+      queue_.push_back(b);
+      pump();
+    }
+  } else {
+    // Chunk i is bytes [i * chunk_size_, ...) of the reservation, which the application wrote
+    // as one piece: with the buffers' stride rounded up to 64, it starts where buffer i does
+    // or before, so the reservation's buffers hold it.
+    std::byte* const data = b->data;
+    for (size_t i = 0, offset = 0; i < chunks; ++i, offset += chunk_size_) {
+      Buffer& c = at(b->pos + i);
+      c.data = data + offset;
+      c.length = static_cast<uint32_t>(std::min<size_t>(chunk_size_, length - offset));
+      c.flags = static_cast<uint16_t>(i + 1 < chunks ? transport::kFlagMore : 0);
+      c.chunk = static_cast<uint32_t>(i);
+      c.seq = s;
+      queue_.push_back(&c);
+    }
     pump();
   }
   if (!(flags & HOPRELAY_SEND_MORE)) loop_.run_pending();
@@ -257,9 +303,9 @@ int Producer::end(int timeout_ms) {
   // One timeout for all the waits below, reported as the caller gave it.
   const auto started = transport::EventLoop::Clock::now();
   if (!end_sent_) {
-    ending_ = true;  // from the first call on, even one that returns EAGAIN (client.h)
-    if (reserved_) {
-      free_.push_back(std::exchange(reserved_, nullptr));  // reserved, never committed: unsent
+    ending_ = true;   // from the first call on, even one that returns EAGAIN (client.h)
+    if (reserved_) {  // reserved, never committed: unsent, its buffers free again
+      take_ = std::exchange(reserved_, nullptr)->pos;
     }
     loop_.run_pending();
     if (int rc = wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush", started)) {
@@ -270,14 +316,17 @@ int Producer::end(int timeout_ms) {
     // A producer the head has not admitted yet (opened with connect_timeout 0) has sent
     // nothing, so flush() is done at once, but its buffers come with the link's first welcome.
     if (int rc =
-            wait_for([this] { return !free_.empty(); }, timeout_ms, "end of stream", started)) {
+            wait_for([this] { return can_take(1, false); }, timeout_ms, "end of stream", started)) {
       return rc;
     }
     // The end mark takes a buffer like a message, and is acknowledged like one.
-    Buffer* b = free_.back();
-    free_.pop_back();
-    *b = {b->data, 0, transport::kFlagEnd, 0, next_seq_, nullptr};
-    queue_.push_back(b);
+    Buffer& b = take(1, false);
+    b.length = 0;
+    b.flags = transport::kFlagEnd;
+    b.chunk = 0;
+    b.seq = next_seq_;
+    queue_.push_back(&b);
+    ++frames_;
     end_sent_ = true;
     pump();
   }
@@ -371,14 +420,44 @@ void Producer::allocate_buffers(transport::OutboundLink& link) {
   // pipeline drained and filled again.
   chunk_size_ = std::min(chunk_size_, link.max_payload());
   const uint32_t n = 2 * link.credits();
-  const size_t stride = (size_t{chunk_size_} + 63) & ~size_t{63};
-  memory_ = transport_->allocate(stride * n);
+  stride_ = (size_t{chunk_size_} + 63) & ~size_t{63};
+  memory_ = transport_->allocate(stride_ * n);
   buffers_.resize(n);
-  free_.reserve(n);
-  for (uint32_t i = n; i-- > 0;) {
-    buffers_[i] = {memory_->data() + i * stride, 0, 0, 0, 0, nullptr};
-    free_.push_back(&buffers_[i]);
+  for (uint32_t i = 0; i < n; ++i)
+    buffers_[i] = {i, memory_->data() + i * stride_, 0, 0, 0, 0, nullptr};
+}
+
+uint64_t Producer::take_at(size_t n, bool contiguous) const {
+  const size_t at = take_ % buffers_.size();
+  if (!contiguous || at + n <= buffers_.size()) return take_;
+  return take_ + (buffers_.size() - at);  // the ring's end is skipped: free at the next release
+}
+
+bool Producer::can_take(size_t n, bool contiguous) const {
+  if (buffers_.empty()) return false;                // before the head's first welcome
+  if (take_ == freed_) return n <= buffers_.size();  // empty: any place will do
+  return take_at(n, contiguous) + n - freed_ <= buffers_.size();
+}
+
+Producer::Buffer& Producer::take(size_t n, bool contiguous) {
+  const uint64_t first = take_at(n, contiguous);
+  if (take_ == freed_) freed_ = first;  // empty: a skip costs nothing
+  take_ = first + n;
+  for (uint64_t p = first; p < take_; ++p) {
+    Buffer& b = at(p);
+    b.pos = p;
+    b.data =
+        memory_->data() + (p % buffers_.size()) * stride_;  // a chunk of a reservation moved it
+    b.outcome = nullptr;
   }
+  return at(first);
+}
+
+void Producer::release(Buffer& b) {
+  // In order (producer.h): the places before it, a skip included, are free with it.
+  assert(b.pos >= freed_ && b.pos < take_);
+  freed_ = b.pos + 1;
+  --frames_;
 }
 
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
@@ -444,7 +523,7 @@ void Producer::on_acked(transport::OutboundLink&, void* cookie) {
     give_back(message_outcome_);
   }
   bytes_acked_ += b->length;
-  free_.push_back(b);
+  release(*b);
 }
 
 void Producer::on_outcome(transport::OutboundLink&, void* cookie,
@@ -459,7 +538,7 @@ void Producer::settle_repeat(Buffer& b) {
     ++acked_;  // taken care of: nothing is waiting for it
     settle(b.seq, nullptr, HOPRELAY_REPEAT);
   }
-  free_.push_back(&b);
+  release(b);
 }
 
 transport::Outcome* Producer::take_outcome() {

@@ -1,8 +1,13 @@
-// libhoprelay's producer: one link to a head node, a pool of send buffers in memory the
+// libhoprelay's producer: one link to a head node, a ring of send buffers in memory the
 // transport registered (two per credit the head grants: a message as large as the head's
 // ring is taken while the one before it is still on its way), and every message kept in its
 // buffers until the head acknowledges it. When the link drops, the transport hands back what
 // was not acknowledged (on_returned) and reconnects; the buffers go again, in their order.
+//
+// The buffers are taken in ring order (send, reserve, the end mark) and come free in the same
+// order: acknowledgements arrive in order, and a repeat settles in queue order. So a message's
+// chunks can lie side by side, and a reservation larger than one slot is one contiguous
+// buffer that still leaves without a copy (chunk i is bytes [i * chunk, ...) of it).
 //
 // No thread of its own: the event loop runs inside the calls (wait_for), and its descriptor
 // (fd()) tells an application that drives its own loop when to call process().
@@ -59,7 +64,7 @@ class Producer final : public transport::LinkEvents {
 
   int fd() const { return loop_.fd(); }
   size_t max_message() const { return max_message_; }
-  size_t max_reserve() const { return chunk_size_; }
+  size_t max_reserve() const { return chunk_size_; }  // one frame; reserve takes max_message
   uint32_t origin() const { return origin_; }
   uint64_t next_seq() const { return next_seq_; }
   uint64_t sent() const { return sent_; }
@@ -72,7 +77,7 @@ class Producer final : public transport::LinkEvents {
   bool in_outcome() const { return in_outcome_; }
   const hoprelay_outcome_counts& outcomes() const { return counts_; }
   // Frames waiting for credits or acknowledgements (0: everything sent is acknowledged).
-  size_t unacknowledged() const { return buffers_.size() - free_.size() - (reserved_ ? 1 : 0); }
+  size_t unacknowledged() const { return frames_; }
 
   bool admit(const transport::PeerInfo&, std::string& reason) override;
   void on_inbound_up(transport::InboundLink&) override {}
@@ -91,6 +96,7 @@ class Producer final : public transport::LinkEvents {
  private:
   // One frame's memory: a whole message, one chunk of one, or the end-of-stream mark.
   struct Buffer {
+    uint64_t pos;  // its place in the ring, counted from the start (take_, freed_)
     std::byte* data;
     uint32_t length;
     uint16_t flags;  // kFlagMore on every chunk but a message's last; kFlagEnd
@@ -115,6 +121,14 @@ class Producer final : public transport::LinkEvents {
   transport::Outcome* take_outcome();
   void give_back(transport::Outcome*& o);
   void pump();  // posts what the queue holds, in order, as far as credits go
+  // The ring: where `n` buffers would be taken now, contiguous (not across the ring's end)
+  // if asked; whether they are free; taking them (the first); giving back the oldest.
+  uint64_t take_at(size_t n, bool contiguous) const;
+  bool can_take(size_t n, bool contiguous) const;
+  Buffer& take(size_t n, bool contiguous);
+  Buffer& at(uint64_t pos) { return buffers_[pos % buffers_.size()]; }
+  void release(Buffer& b);
+  size_t free_buffers() const { return buffers_.size() - (take_ - freed_); }
   // "N messages [and the end-of-stream mark] not yet acknowledged by HEAD", for errors.
   std::string unacknowledged_words() const;
 
@@ -131,10 +145,14 @@ class Producer final : public transport::LinkEvents {
   transport::EventLoop::TimerId tick_ = 0;
   void schedule_tick();
   std::vector<Buffer> buffers_;
-  std::vector<Buffer*> free_;
+  size_t stride_ = 0;   // bytes from one buffer to the next
+  uint64_t take_ = 0;   // the next place to take
+  uint64_t freed_ = 0;  // places before it are free (a skip to the ring's start included)
+  size_t frames_ = 0;   // frames queued or sent, not yet acknowledged
   daemon::RingQueue<Buffer*> queue_;  // to post, in order: returned ones first
-  Buffer* reserved_ = nullptr;
+  Buffer* reserved_ = nullptr;        // the first of the reservation's buffers
   size_t reserved_length_ = 0;
+  size_t reserved_buffers_ = 0;
   uint32_t origin_;
   uint32_t chunk_size_;
   size_t max_message_;

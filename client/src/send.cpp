@@ -211,7 +211,7 @@ class Sender {
         o_(o),
         notice_(notice),
         t0_(Clock::now()),
-        max_reserve_(o.copy ? 0 : p.max_reserve()),
+        max_reserve_(o.copy ? 0 : p.max_message()),
         repeats_(p.resume_seq() > o.first_seq ? p.resume_seq() - o.first_seq : 0) {}
 
   // Paces to --rate: message n may leave at t0 + n / rate, not counting the first messages
@@ -239,8 +239,8 @@ class Sender {
                  &notice_));
     bytes_ += m.size();
   }
-  // A buffer of n bytes for the next message: registered memory when it fits a slot (and
-  // --copy was not asked for).
+  // A buffer of n bytes for the next message: registered memory unless --copy was asked for
+  // (larger than a slot too: the library sends it as chunks from where it lies).
   std::span<std::byte> begin(size_t n) {
     stop_if_signalled();
     if (n <= max_reserve_) {
@@ -272,7 +272,7 @@ class Sender {
   const SendOptions& o_;
   StallNotice& notice_;
   Clock::time_point t0_;
-  size_t max_reserve_;  // one slot of the head, fixed once open returned; 0 with --copy
+  size_t max_reserve_;  // the largest message the pipeline takes; 0 with --copy
   uint64_t repeats_;    // messages from the first that the head has already (not sent)
   std::vector<std::byte> big_;
   uint64_t bytes_ = 0;

@@ -68,7 +68,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 4
+VERSION_MINOR = 5
 
 OK = 0
 EINVAL = -1
@@ -763,13 +763,14 @@ class Producer(_Handle):
         return seq.value
 
     def reserve(self, length, timeout=None):
-        """Zero copy: a writable memoryview of `length` bytes (1 to :attr:`max_reserve`) of
+        """Zero copy: a writable memoryview of `length` bytes (1 to :attr:`max_message`) of
         the library's registered send buffer, for the next message. Write the message into
         it and :meth:`commit`; do not touch it after the commit (the view this returns is
         released then). One reservation at a time. Waits up to `timeout` seconds for a free
-        buffer.
+        buffer. Up to :attr:`max_reserve` (one slot of the head) the message goes as one
+        frame; a larger one (libhoprelay 1.5 or later) as chunks, still without a copy.
         """
-        length = _int(length, "reserve(%r)", 0, (1 << 64) - 1, "a length of 1 to max_reserve")
+        length = _int(length, "reserve(%r)", 0, (1 << 64) - 1, "a length of 1 to max_message")
         address = ctypes.c_void_p()
         self._call_wait(_producer_reserve, timeout, length, ctypes.byref(address))
         self._reserved = _view(address.value, length, readonly=False)
@@ -826,7 +827,8 @@ class Producer(_Handle):
 
     @property
     def max_reserve(self):
-        """The largest buffer reserve gives (one slot of the head)."""
+        """The largest message that goes as one frame (one slot of the head). Since
+        libhoprelay 1.5 reserve gives up to :attr:`max_message`, larger ones as chunks."""
         return self._get(_producer_max_reserve)
 
     def stats(self):

@@ -59,7 +59,7 @@ class Run {
       while (sent_ < until) {
         const size_t n = size_of(sent_, slot_);
         int rc;
-        if (sent_ % 2 == 1 && n <= slot_) {
+        if (sent_ % 2 == 1) {  // zero copy, larger than a slot too (chunks, since 1.5)
           void* buf = nullptr;
           rc = hoprelay_producer_reserve(p_, n, &buf, 0);
           if (rc == HOPRELAY_OK) {

@@ -3,9 +3,11 @@
  * once, so the consumer in this process is the node the producer sends to: neither handle can
  * make progress unless the loop below drives both (the library has no thread of its own).
  * Half the messages go by send (copies, some larger than a slot: chunks), half by reserve /
- * commit (zero copy). The first two are as large as the head's whole ring, sent before the
- * head runs: the library takes both at once. Checks every payload, the order, the end of the
- * stream, and that EAGAIN is what a full pipe says.
+ * commit (zero copy, larger than a slot too since 1.5: one buffer across several of the
+ * library's; every other one reserves a slot more than it commits). The first two are as
+ * large as the head's whole ring, sent before the head runs: the library takes both at once.
+ * Checks every payload, the order, the end of the stream, and that EAGAIN is what a full
+ * pipe says.
  *
  *   nonblocking TOPOLOGY NODE COUNT     (exit 0 and "nonblocking: ok ..." on success) */
 #include <hoprelay/client.h>
@@ -110,9 +112,9 @@ int main(int argc, char** argv) {
     /* Send until the library says it would wait. */
     while (sent < count) {
       size_t n = size_of(sent, slot);
-      if (sent % 2 == 1 && n <= slot) {
+      if (sent % 2 == 1) {
         void* buf = NULL;
-        rc = hoprelay_producer_reserve(p, n, &buf, 0);
+        rc = hoprelay_producer_reserve(p, sent % 4 == 3 ? n + slot : n, &buf, 0);
         if (rc == HOPRELAY_OK) {
           fill(buf, n, sent);
           rc = hoprelay_producer_commit(p, n, 0, NULL);

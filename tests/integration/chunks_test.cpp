@@ -232,5 +232,28 @@ TEST(Chunks, RelayAndSinkKilledMidMessageLoseAndDuplicateNothing) {
   expect_clean(read_report(dir / "c.json"), kMessages);
 }
 
+// The head dies twice with chunked messages in flight. `hoprelay send` writes each message
+// of 100000 bytes (7 chunks) in place, into one reserved buffer that spans 7 of the library's
+// (libhoprelay 1.5): the chunks the head had not acknowledged go again from that buffer, in
+// order, and the sink has every message once, byte-equal.
+TEST(Chunks, HeadKilledTwiceTheProducerReplaysChunksOfItsReservedBuffers) {
+  TempDir dir;
+  Pipeline p(dir, {{"a", {"b"}}, {"b", {}, sink(dir, "b")}});
+  p.start_all();
+  constexpr uint64_t kMessages = 3000;
+  auto producer = p.start_send("a", kMessages, 100000, {"--rate", "600", "--log-level", "info"});
+  for (int i = 0; i < 2; ++i) {
+    std::this_thread::sleep_for(1200ms);
+    p.crash_and_restart("a");
+  }
+  EXPECT_EQ(producer->wait(120s), 0) << producer->output();
+  EXPECT_NE(producer->output().find("frames wait to be sent when it is back"), std::string::npos)
+      << "the head died with nothing of the producer's in flight: the test did not test";
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", kMessages); }, 20s))
+      << read_file(dir / "b.json");
+  p.stop_all();
+  expect_clean(read_report(dir / "b.json"), kMessages);
+}
+
 }  // namespace
 }  // namespace hoprelay::test

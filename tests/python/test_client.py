@@ -191,7 +191,12 @@ SEND_SIZES += [rng.randint(1, 40000) if i % 3 else rng.randint(1, 512)
                for i in range(1000 - len(SEND_SIZES))]
 rng.shuffle(SEND_SIZES)
 SEND_PAYLOADS = [rng.randbytes(n) for n in SEND_SIZES]
-RESERVE_SIZES = [1, SLOT] + [rng.randint(1, SLOT) for _ in range(498)]
+# Larger than a slot too (since libhoprelay 1.5): one buffer across several of the library's,
+# sent as chunks from where it lies.
+RESERVE_SIZES = [1, SLOT, SLOT + 1, 2 * SLOT + 1, 40000]
+RESERVE_SIZES += [rng.randint(1, SLOT) if i % 3 else rng.randint(1, 40000)
+                  for i in range(500 - len(RESERVE_SIZES))]
+rng.shuffle(RESERVE_SIZES)
 RESERVE_PAYLOADS = [rng.randbytes(n) for n in RESERVE_SIZES]
 EXPECTED = SEND_PAYLOADS + RESERVE_PAYLOADS
 
@@ -310,9 +315,9 @@ def run(topology, directory, metrics):
         check("send of more than max_message raises ETOOBIG (-4)", expect_error,
               lambda: producer.send(bytes(producer.max_message + 1)), hoprelay.ETOOBIG,
               "more than", hoprelay.TooBig)
-        check("reserve of more than max_reserve raises ETOOBIG (-4)", expect_error,
-              lambda: producer.reserve(producer.max_reserve + 1), hoprelay.ETOOBIG, "",
-              hoprelay.TooBig)
+        check("reserve of more than max_message raises ETOOBIG (-4)", expect_error,
+              lambda: producer.reserve(producer.max_message + 1), hoprelay.ETOOBIG,
+              "more than", hoprelay.TooBig)
         check("commit without reserve raises ESTATE (-9)", expect_error,
               lambda: producer.commit(1), hoprelay.ESTATE, "", hoprelay.StateError)
         origin = limits["origin"] if limits else producer.origin
@@ -324,7 +329,7 @@ def run(topology, directory, metrics):
         thread.start()
         check("1000 messages by send (1 to 40000 bytes) arrive in order, byte-equal",
               receive, consumer, origin, 0, SEND_PAYLOADS)
-        check("500 messages by reserve/commit arrive in order, byte-equal",
+        check("500 messages by reserve/commit (1 to 40000 bytes) arrive in order, byte-equal",
               receive, consumer, origin, len(SEND_PAYLOADS), RESERVE_PAYLOADS)
         check("after close, one end-of-stream Message with seq 1500",
               receive_end, consumer, origin, len(EXPECTED))
@@ -632,7 +637,7 @@ def integer_arguments(topology):
         expect(p.origin == 2**32 - 1 and p.next_seq == 2**64 - 1,
                "origin %d, next_seq %d" % (p.origin, p.next_seq))
         for fn, text in ((lambda: p.reserve(-1), "reserve(-1): out of range, a length of 1 to "
-                          "max_reserve"),
+                          "max_message"),
                          (lambda: p.commit(-1), "commit(-1): out of range, a length of 1 to the "
                           "reserved length")):
             try:

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 4
+#define HOPRELAY_CLIENT_VERSION_MINOR 5
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -198,13 +198,19 @@ int hoprelay_producer_open(const char* topology, const char* head,
 int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
                            uint64_t* seq, int timeout_ms);
 
-/* Zero copy: a buffer of `length` bytes (1 to hoprelay_producer_max_reserve()) in memory
+/* Zero copy: a buffer of `length` bytes (1 to hoprelay_producer_max_message()) in memory
  * registered with the device, for the next message. Over verbs the message leaves by RDMA
  * from this very buffer. The application writes its message into *buffer and commits it;
  * it must not touch the buffer after the commit (the library owns it until it is
- * acknowledged). One reservation at a time: reserve again only after commit. */
+ * acknowledged). One reservation at a time: reserve again only after commit.
+ * Since 1.5 a buffer may be larger than hoprelay_producer_max_reserve() (one slot of the
+ * head; 1.4 and before: ETOOBIG): it spans several of the library's buffers, side by side,
+ * and the message leaves as chunks from where it lies, still without a copy. It waits for
+ * that many free buffers in a row (ETIMEDOUT / EAGAIN say how many). ETOOBIG: larger than
+ * the pipeline takes. */
 int hoprelay_producer_reserve(hoprelay_producer* p, size_t length, void** buffer, int timeout_ms);
-/* Sends the reserved buffer's first `length` bytes (1 to the reserved length). */
+/* Sends the reserved buffer's first `length` bytes (1 to the reserved length); the buffers
+ * of a large reservation that the message does not reach are free again at once. */
 int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uint64_t* seq);
 
 /* Waits until every message sent so far is acknowledged by the head. */
@@ -224,8 +230,9 @@ int hoprelay_producer_fd(const hoprelay_producer* p);
 /* Does the work that is ready, without waiting (acknowledgements, reconnection, sending). */
 int hoprelay_producer_process(hoprelay_producer* p);
 
-/* The largest message send takes, and the largest buffer reserve gives (one slot of the
- * head: larger messages go by send, as chunks). */
+/* The largest message send takes and (since 1.5) the largest buffer reserve gives; and the
+ * largest message that travels as one frame (one slot of the head: larger ones go as
+ * chunks; before 1.5 also the largest buffer reserve gave). */
 size_t hoprelay_producer_max_message(const hoprelay_producer* p);
 size_t hoprelay_producer_max_reserve(const hoprelay_producer* p);
 uint32_t hoprelay_producer_origin(const hoprelay_producer* p);
