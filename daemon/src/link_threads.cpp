@@ -1,7 +1,6 @@
 #include "hoprelay/daemon/link_threads.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,25 +33,6 @@ constexpr uint64_t pack(uint32_t credits, uint32_t consumed) {
   return (static_cast<uint64_t>(credits) << 32) | consumed;
 }
 
-int make_eventfd() {
-  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (fd < 0) {
-    throw transport::TransportError(std::string("link_threads: eventfd: ") + std::strerror(errno));
-  }
-  return fd;
-}
-
-void notify(int fd) {
-  uint64_t one = 1;
-  // EAGAIN only when the counter is about to overflow: the reader is awake then anyway.
-  [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
-}
-
-void consume(int fd) {
-  uint64_t n;
-  [[maybe_unused]] ssize_t r = read(fd, &n, sizeof(n));
-}
-
 }  // namespace
 
 // One downstream link, as both sides see it.
@@ -73,34 +53,10 @@ struct LinkThreads::Shared {
   std::atomic<bool> closed_done{false};
 };
 
-// The eventfd that wakes the node's loop for the threads' events.
-class LinkThreads::Wakeup final : public transport::EventLoop::Handler {
- public:
-  Wakeup(transport::EventLoop& loop, LinkThreads& owner)
-      : loop_(loop), owner_(owner), fd_(make_eventfd()) {
-    loop_.add(fd_, EPOLLIN, this);
-  }
-  ~Wakeup() {
-    loop_.remove(fd_);
-    close(fd_);
-  }
-  void notify() { daemon::notify(fd_); }
-  void on_io(uint32_t) override {
-    consume(fd_);
-    owner_.on_wakeup();
-  }
-
- private:
-  transport::EventLoop& loop_;
-  LinkThreads& owner_;
-  int fd_;
-};
-
 // A thread with its own event loop and transport: the real links' events come here (on that
 // thread) and go to the node's loop as Events.
-struct LinkThreads::Worker final : transport::LinkEvents, transport::EventLoop::Handler {
-  Worker(LinkThreads& o) : owner(o), wake_fd(make_eventfd()) { discarded.reserve(256); }
-  ~Worker() { close(wake_fd); }
+struct LinkThreads::Worker final : transport::LinkEvents {
+  Worker(LinkThreads& o) : owner(o) { discarded.reserve(256); }
 
   LinkThreads& owner;
   transport::EventLoop loop;
@@ -108,7 +64,7 @@ struct LinkThreads::Worker final : transport::LinkEvents, transport::EventLoop::
   SpscRing<Command> commands{kRingEntries};
   SpscRing<Event> events{kRingEntries};
   SpscRing<transport::Outcome> outcomes{kOutcomeEntries};
-  int wake_fd;
+  transport::EventFdWakeup wake{loop, [this] { on_wake(); }};
   std::atomic<bool> notified{false};
   std::atomic<bool> stop{false};
   bool stopping = false;  // the thread's: events are not sent any more
@@ -142,8 +98,7 @@ struct LinkThreads::Worker final : transport::LinkEvents, transport::EventLoop::
     owner.emit(*this, e);
   }
 
-  void on_io(uint32_t) override {
-    consume(wake_fd);
+  void on_wake() {
     // Cleared before the ring is read, and both sides use read-modify-writes of the flag (a
     // total order): either the sender's comes after this one and it sees false and wakes us,
     // or it came before and this one synchronizes with it, so its push is seen below. A
@@ -352,7 +307,7 @@ LinkThreads::LinkThreads(transport::EventLoop& loop, transport::LinkEvents& even
                          const transport::Identity& identity, const std::vector<uint32_t>& cpus,
                          transport::Transport& memory_owner)
     : loop_(loop), events_(events), memory_owner_(memory_owner) {
-  wakeup_ = std::make_unique<Wakeup>(loop_, *this);
+  wakeup_ = std::make_unique<transport::EventFdWakeup>(loop_, [this] { on_wakeup(); });
   for (size_t i = 0; i < threads; ++i) {
     auto w = std::make_unique<Worker>(*this);
     auto choice = transport::make_transport(options, w->loop, *w, identity);
@@ -363,7 +318,6 @@ LinkThreads::LinkThreads(transport::EventLoop& loop, transport::LinkEvents& even
                                       ": set transport explicitly for this node");
     }
     w->transport = std::move(choice.transport);
-    w->loop.add(w->wake_fd, EPOLLIN, w.get());
     workers_.push_back(std::move(w));
   }
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -376,7 +330,7 @@ LinkThreads::LinkThreads(transport::EventLoop& loop, transport::LinkEvents& even
 LinkThreads::~LinkThreads() {
   for (auto& w : workers_) {
     w->stop.store(true);
-    notify(w->wake_fd);
+    w->wake.notify();
   }
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
@@ -388,7 +342,6 @@ LinkThreads::~LinkThreads() {
     while (w->commands.pop(c)) delete c.keep;
     for (Aside& a : w->aside) delete a.event.text;
     w->aside.clear();
-    w->loop.remove(w->wake_fd);
     w->links.clear();
     w->transport.reset();
   }
@@ -439,7 +392,7 @@ std::unique_ptr<transport::OutboundLink> LinkThreads::connect(
     w.has_control.store(true, std::memory_order_release);
   }
   w.notified.store(true);
-  notify(w.wake_fd);
+  w.wake.notify();
   return proxy;
 }
 
@@ -449,14 +402,14 @@ void LinkThreads::set_topology_hash(uint64_t hash) {
     std::lock_guard lock(w.control_mu);
     w.control.push_back([&w, hash] { w.transport->set_topology_hash(hash); });
     w.has_control.store(true, std::memory_order_release);
-    notify(w.wake_fd);
+    w.wake.notify();
   }
 }
 
 bool LinkThreads::send(Worker& w, const Command& c) {
   if (!w.commands.push(c)) return false;
-  // Against the thread's clearing of `notified` (Worker::on_io): see there.
-  if (!w.notified.exchange(true, std::memory_order_acq_rel)) notify(w.wake_fd);
+  // Against the thread's clearing of `notified` (Worker::on_wake): see there.
+  if (!w.notified.exchange(true, std::memory_order_acq_rel)) w.wake.notify();
   return true;
 }
 
@@ -588,7 +541,7 @@ void LinkThreads::emit(Worker& w, const Event& e) {
 }
 
 void LinkThreads::on_wakeup() {
-  loop_notified_.exchange(false, std::memory_order_acq_rel);  // as in Worker::on_io
+  loop_notified_.exchange(false, std::memory_order_acq_rel);  // as in Worker::on_wake
   for (auto& w : workers_) {
     // Events a close() set aside while it waited are older than those still in the ring (and
     // a handler's close() may set more aside meanwhile): they go first.

@@ -1,7 +1,6 @@
 #include "hoprelay/daemon/stage_workers.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,35 +29,6 @@ constexpr uint64_t kLendBudgetNs = 1'000'000;
 
 }  // namespace
 
-// The eventfd a worker writes when it finished a job while the loop may be asleep.
-class StageWorkers::Wakeup final : public transport::EventLoop::Handler {
- public:
-  Wakeup(transport::EventLoop& loop, StageWorkers& owner) : loop_(loop), owner_(owner) {
-    fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-    loop_.add(fd_, EPOLLIN, this);
-  }
-  ~Wakeup() {
-    loop_.remove(fd_);
-    close(fd_);
-  }
-  void notify() {
-    uint64_t one = 1;
-    // EAGAIN only when the counter is about to overflow: the loop is awake then anyway.
-    [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
-  }
-  void on_io(uint32_t) override {
-    uint64_t n;
-    [[maybe_unused]] ssize_t r = read(fd_, &n, sizeof(n));
-    owner_.on_wakeup();
-  }
-
- private:
-  transport::EventLoop& loop_;
-  StageWorkers& owner_;
-  int fd_ = -1;
-};
-
 StageWorkers::StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage*> stages,
                            stages::Stage* loop_stage, uint32_t capacity, size_t in_flight,
                            const std::vector<uint32_t>& cpus, Finish finish)
@@ -68,7 +38,7 @@ StageWorkers::StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage
   jobs_ = std::vector<StageJob>(size);
   work_.assign(size, 0);
   mask_ = size - 1;
-  wakeup_ = std::make_unique<Wakeup>(loop_, *this);
+  wakeup_ = std::make_unique<transport::EventFdWakeup>(loop_, [this] { on_wakeup(); });
   workers_.reserve(stages.size());
   for (stages::Stage* stage : stages) {
     workers_.push_back(std::make_unique<Worker>());

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "hoprelay/common/spsc_ring.h"
+#include "hoprelay/transport/eventfd_wakeup.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::daemon {
@@ -63,7 +64,6 @@ class LinkThreads {
   struct Shared;
   class Proxy;
   struct Worker;
-  class Wakeup;
 
   // What the threads tell the node's loop, in order, per thread.
   enum class EventKind : uint8_t {
@@ -122,7 +122,7 @@ class LinkThreads {
 
   transport::EventLoop& loop_;
   transport::LinkEvents& events_;
-  std::unique_ptr<Wakeup> wakeup_;
+  std::unique_ptr<transport::EventFdWakeup> wakeup_;
   std::atomic<bool> loop_notified_{false};
   std::vector<std::unique_ptr<Worker>> workers_;
   transport::Transport& memory_owner_;

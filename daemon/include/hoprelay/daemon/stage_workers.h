@@ -27,6 +27,7 @@
 
 #include "hoprelay/stages/stage.h"
 #include "hoprelay/transport/event_loop.h"
+#include "hoprelay/transport/eventfd_wakeup.h"
 #include "hoprelay/transport/slot_ring.h"
 
 namespace hoprelay::daemon {
@@ -59,7 +60,7 @@ class StageWorkers {
   // of a slot, what the stage sees as `capacity`. `in_flight`: about how many messages the
   // node's inbound slots hold at most (sizes the ring; when it is full, submit() waits for the
   // oldest job). `cpus`: worker i is pinned to cpus[(i + 1) % size] (empty: not pinned).
-  // Throws std::system_error when a thread or the eventfd cannot be made.
+  // Throws std::system_error when a thread cannot be made, TransportError without an eventfd.
   StageWorkers(transport::EventLoop& loop, std::vector<stages::Stage*> stages,
                stages::Stage* loop_stage, uint32_t capacity, size_t in_flight,
                const std::vector<uint32_t>& cpus, Finish finish);
@@ -100,7 +101,6 @@ class StageWorkers {
     std::atomic<bool> asleep{false};
     std::thread thread;
   };
-  class Wakeup;  // the eventfd on the loop
 
   void run(Worker& w, int cpu);
   // Claims the next published job, or returns nullptr when there is none.
@@ -136,7 +136,7 @@ class StageWorkers {
   std::atomic<bool> stop_{false};
   std::atomic<int> busy_{0};     // workers awake, touching their stage or a job (quiesce)
   std::atomic<int> working_{0};  // workers running a job they claimed (lend_a_hand)
-  std::unique_ptr<Wakeup> wakeup_;
+  std::unique_ptr<transport::EventFdWakeup> wakeup_;  // a worker finished a job
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
