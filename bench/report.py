@@ -210,6 +210,12 @@ def print_tables(data, meta):
     p()
     p("Throughput: messages/s and Gb/s of payload (fanout: messages into the tree, each delivered "
       "to both leaves)")
+    if meta.get("fill") == "pattern":
+        p("  hoprelay send --fill pattern: the producer writes every byte of each message "
+          "(the references write a sequence number only)")
+    elif meta.get("fill"):
+        p("  hoprelay send --fill header: the producer writes each message's 24-byte header, "
+          "as the references write a sequence number")
     hdr = f"{'size':>7} |" + "|".join(f"{sy:>20} " for sy in TPUT) + "| chain/zmq | hop1/tcp"
     p(hdr)
     p("-" * len(hdr))

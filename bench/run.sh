@@ -34,6 +34,9 @@
 # 1048576 16777216", each from 24 to 16777216) overrides the sizes. Each size gets its own
 # daemons: slot_size = size between 256 B and 256 KiB (larger messages go as chunks), slots =
 # 4 MiB / slot_size between 64 and 4096, and at least one whole message.
+# FILL: what `hoprelay send` writes into each generated message of the throughput runs:
+# header (default, `--fill header`: its 24-byte header, as every reference writes a sequence
+# number only) or pattern (every byte, as verify-sink checks: the generator's cost included).
 # MPI_SEGMENT (bytes) fixes the segment size of the segmented MPI_Bcast algorithms (default: a
 # quarter of the message, between 16 KiB and 1 MiB).
 # --smoke: the smallest and the largest size (64 B, 16 MiB), small fixed counts, and only a
@@ -67,6 +70,11 @@ if [[ -n $mpi_missing ]]; then
   echo "run.sh: WARNING: the MPI_Bcast reference will NOT be measured: $mpi_missing" >&2
 fi
 
+fill=${FILL:-header}
+[[ $fill == header || $fill == pattern ]] || {
+  echo "run.sh: FILL=$fill: header or pattern" >&2
+  exit 2
+}
 lat_rate=${LAT_RATE:-1000}
 lat_gbps=${LAT_GBPS:-1}
 if ((smoke)); then
@@ -278,7 +286,7 @@ measure() {
       before=$(cpu_ticks "${cur_pids[@]}")
       timed "$work/send.out" "$hoprelay" send --topology "$cur_topo" --to "$cur_head" \
         --count "$count" --size "$size" --origin "$next_origin" --connect-timeout 10 \
-        --log-level error "${run_head[@]}"
+        --log-level error --fill "$fill" "${run_head[@]}"
       next_origin=$((next_origin + 1))
       after=$(cpu_ticks "${cur_pids[@]}")
       # "sent N messages, B bytes in T s: R msg/s, G Gb/s (origin O)": T has 3 decimals, R
@@ -462,7 +470,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "took $(($(date +%s) - started)) s; load average before $load_before, after $load_after" >&2
 python3 "$here/report.py" --results "$results" --out "$out" --smoke "$smoke" \
   --meta "cores=$(nproc)" "load_before=$load_before" "load_after=$load_after" \
-  "target_seconds=$target" "lat_rate=$lat_rate" "lat_gbps=$lat_gbps" \
+  "target_seconds=$target" "fill=$fill" "lat_rate=$lat_rate" "lat_gbps=$lat_gbps" \
   "lat_seconds=$lat_seconds" "seconds=$(($(date +%s) - started))" \
   "mpi=$([[ -n $mpi_missing ]] || mpirun --version | sed -n '1s/.*(\(.*\)) /\1 /p')" \
   "mpi_missing=$mpi_missing" \

@@ -112,6 +112,15 @@ int main(int argc, char** argv) {
                  "Write the send time (CLOCK_MONOTONIC ns, u64) into each message's first 8 "
                  "bytes, for a latency-recording stage such as bench/latency_stage.c (the "
                  "payload then no longer passes verify-sink)");
+  std::string fill = "pattern";
+  auto* fill_opt =
+      send->add_option("--fill", fill,
+                       "What generated messages hold: pattern (default: every byte from origin "
+                       "and seq, which verify-sink checks) or header (its 24-byte header only; "
+                       "the rest as the buffer held it, so verify-sink counts them corrupt): for "
+                       "measuring the pipeline rather than the generator, as the references in "
+                       "bench/ write a sequence number only")
+          ->check(CLI::IsMember({"pattern", "header"}));
   send->add_flag("--copy", opts.copy,
                  "Send generated messages by copy (hoprelay_producer_send) instead of writing "
                  "them into reserved registered buffers (zero copy): for comparing the two");
@@ -134,6 +143,8 @@ int main(int argc, char** argv) {
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   file_opt->excludes(count_opt);
+  fill_opt->excludes(file_opt);
+  fill_opt->excludes(stdin_opt);
   stdin_opt->excludes(count_opt);
   stdin_opt->excludes(file_opt);
 
@@ -257,6 +268,7 @@ int main(int argc, char** argv) {
   opts.head_address = head->listen.to_string();
   opts.size = static_cast<uint32_t>(size);
   opts.count = count;
+  opts.fill_header = fill == "header";
   opts.connect_timeout_ms = connect_timeout * 1000;
   opts.close_timeout_ms = close_timeout == 0 ? -1 : close_timeout * 1000;
   return client::exit_status(client::run_send(opts));

@@ -290,7 +290,11 @@ uint64_t send_generated(Producer& p, Sender& s, const SendOptions& o) {
     s.pace(i);
     const uint64_t seq = p.next_seq();
     auto b = s.begin(o.size);
-    stages::fill_pattern(b.first(o.size), p.origin(), seq);
+    if (o.fill_header) {
+      stages::fill_pattern_header(b.first(o.size), p.origin(), seq);
+    } else {
+      stages::fill_pattern(b.first(o.size), p.origin(), seq);
+    }
     if (o.stamp) stamp(b);
     s.end(b, o.size, i + 1 < o.count && o.rate <= 0);
   }

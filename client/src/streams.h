@@ -46,6 +46,8 @@ struct SendOptions {
   Framing framing = Framing::kRaw;
   double rate = 0;  // messages per second; 0 = as fast as credits allow
   bool stamp = false;
+  // Generated messages hold their pattern header only, not the whole pattern (--fill header).
+  bool fill_header = false;
   // Generated messages by copy (hoprelay_producer_send) even when they fit a reserved buffer:
   // for comparing the copy with zero-copy reserve/commit (bench).
   bool copy = false;

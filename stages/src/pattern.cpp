@@ -16,11 +16,15 @@ inline uint64_t pattern_word(uint32_t origin, uint64_t seq, uint64_t index) {
 
 }  // namespace
 
-void fill_pattern(std::span<std::byte> out, uint32_t origin, uint64_t seq) {
+void fill_pattern_header(std::span<std::byte> out, uint32_t origin, uint64_t seq) {
   PatternHeader h{kPatternMagic, origin, seq, static_cast<uint32_t>(out.size()), 0};
   std::memcpy(out.data(), &h, sizeof(h));
-  size_t body = out.size() - sizeof(h);
-  std::byte* p = out.data() + sizeof(h);
+}
+
+void fill_pattern(std::span<std::byte> out, uint32_t origin, uint64_t seq) {
+  fill_pattern_header(out, origin, seq);
+  size_t body = out.size() - sizeof(PatternHeader);
+  std::byte* p = out.data() + sizeof(PatternHeader);
   size_t words = body / 8;
   for (size_t i = 0; i < words; ++i) {
     uint64_t w = pattern_word(origin, seq, i);

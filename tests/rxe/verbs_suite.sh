@@ -737,7 +737,8 @@ bench() {
   echo "verbs throughput on rxe (one VM run; Gb/s; ratios against ib_write_bw at the same size):" |
     tee "$WORK/bench.txt"
   echo "(one hop: the producer writes each message into a buffer it reserved in registered" \
-    "memory, zero copy, up to one slot; copy: hoprelay send --copy, by hoprelay_producer_send)" |
+    "memory, zero copy at any size (chunks too, libhoprelay 1.5); copy: hoprelay send --copy," \
+    "by hoprelay_producer_send)" |
     tee -a "$WORK/bench.txt"
   echo "(ucx put_bw: ucx_perftest -t put_bw -x rc_verbs -d $RXE_DEV:1, UCT, one-sided like" \
     "ib_write_bw; UCT puts stop at 8 MiB, rxe's max_msg_sz: n/a above)" | tee -a "$WORK/bench.txt"

@@ -71,6 +71,27 @@ TEST(Pattern, RoundTripsAndDetectsDamage) {
   EXPECT_EQ(check_pattern(std::span(b).first(99), o, s), PatternCheck::kBadLength);
 }
 
+// `hoprelay send --fill header`: the header of (origin, seq) and nothing else, so a sink that
+// checks the pattern sees a damaged body, never a good message.
+TEST(Pattern, TheHeaderAloneLeavesTheBodyAndFailsTheCheck) {
+  std::vector<std::byte> b(1000, std::byte{0x5a});
+  fill_pattern_header(b, 7, 123);
+  PatternHeader h;
+  std::memcpy(&h, b.data(), sizeof h);
+  EXPECT_EQ(h.magic, kPatternMagic);
+  EXPECT_EQ(h.origin, 7u);
+  EXPECT_EQ(h.seq, 123u);
+  EXPECT_EQ(h.length, 1000u);
+  EXPECT_EQ(h.reserved, 0u);
+  for (size_t i = sizeof h; i < b.size(); ++i) ASSERT_EQ(b[i], std::byte{0x5a}) << i;
+  uint32_t o;
+  uint64_t s;
+  EXPECT_EQ(check_pattern(b, o, s), PatternCheck::kBadBytes);
+  fill_pattern(b, 7, 123);  // the whole pattern over it: the same header
+  EXPECT_EQ(std::memcmp(b.data(), &h, sizeof h), 0);
+  EXPECT_EQ(check_pattern(b, o, s), PatternCheck::kOk);
+}
+
 TEST(Pattern, Crc32cKnownAnswer) {
   // RFC 3720 B.4: 32 bytes of zeros -> 0x8A9136AA; "123456789" -> 0xE3069283.
   std::vector<std::byte> zeros(32);
