@@ -446,8 +446,8 @@ Producer::Buffer& Producer::take(size_t n, bool contiguous) {
   for (uint64_t p = first; p < take_; ++p) {
     Buffer& b = at(p);
     b.pos = p;
-    b.data =
-        memory_->data() + (p % buffers_.size()) * stride_;  // a chunk of a reservation moved it
+    // Its own place again: as a chunk of a reservation, it pointed into the one before.
+    b.data = memory_->data() + (p % buffers_.size()) * stride_;
     b.outcome = nullptr;
   }
   return at(first);
