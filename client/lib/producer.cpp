@@ -251,12 +251,9 @@ int Producer::commit(size_t length, int flags, uint64_t* seq) {
     }
   } else {
     // Chunk i is bytes [i * chunk_size_, ...) of the reservation, which the application wrote
-    // as one piece: with the buffers' stride rounded up to 64, it starts where buffer i does
-    // or before, so the reservation's buffers hold it.
-    std::byte* const data = b->data;
+    // as one piece: buffer i exactly (the stride is the chunk size, allocate_buffers).
     for (size_t i = 0, offset = 0; i < chunks; ++i, offset += chunk_size_) {
       Buffer& c = at(b->pos + i);
-      c.data = data + offset;
       c.length = static_cast<uint32_t>(std::min<size_t>(chunk_size_, length - offset));
       c.flags = static_cast<uint16_t>(i + 1 < chunks ? transport::kFlagMore : 0);
       c.chunk = static_cast<uint32_t>(i);
@@ -420,11 +417,13 @@ void Producer::allocate_buffers(transport::OutboundLink& link) {
   // pipeline drained and filled again.
   chunk_size_ = std::min(chunk_size_, link.max_payload());
   const uint32_t n = 2 * link.credits();
-  stride_ = (size_t{chunk_size_} + 63) & ~size_t{63};
-  memory_ = transport_->allocate(stride_ * n);
+  // Side by side, not rounded up: chunk i of a reservation is exactly buffer i, so the buffer an
+  // acknowledged chunk frees holds nothing of the next chunk, still in flight. (With a stride
+  // rounded up to 64, a slot_size of 1000 put the start of chunk i in buffer i - 1.)
+  memory_ = transport_->allocate(size_t{chunk_size_} * n);
   buffers_.resize(n);
   for (uint32_t i = 0; i < n; ++i)
-    buffers_[i] = {i, memory_->data() + i * stride_, 0, 0, 0, 0, nullptr};
+    buffers_[i] = {i, memory_->data() + size_t{i} * chunk_size_, 0, 0, 0, 0, nullptr};
 }
 
 uint64_t Producer::take_at(size_t n, bool contiguous) const {
@@ -446,8 +445,6 @@ Producer::Buffer& Producer::take(size_t n, bool contiguous) {
   for (uint64_t p = first; p < take_; ++p) {
     Buffer& b = at(p);
     b.pos = p;
-    // Its own place again: as a chunk of a reservation, it pointed into the one before.
-    b.data = memory_->data() + (p % buffers_.size()) * stride_;
     b.outcome = nullptr;
   }
   return at(first);

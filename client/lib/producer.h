@@ -145,7 +145,6 @@ class Producer final : public transport::LinkEvents {
   transport::EventLoop::TimerId tick_ = 0;
   void schedule_tick();
   std::vector<Buffer> buffers_;
-  size_t stride_ = 0;   // bytes from one buffer to the next
   uint64_t take_ = 0;   // the next place to take
   uint64_t freed_ = 0;  // places before it are free (a skip to the ring's start included)
   size_t frames_ = 0;   // frames queued or sent, not yet acknowledged
