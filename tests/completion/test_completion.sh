@@ -43,6 +43,7 @@ expect "a b c " hoprelayd --topology "$demo" --node ""
 expect "warn " hoprelayd --log-level w
 expect "json text " hoprelayd --log-format ""
 expect "length lines raw " hoprelay send --framing ""
+expect "header pattern " hoprelay send --fill ""
 
 # Every option of every --help is offered after "--".
 HOPRELAY=$build/client/hoprelay
