@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 
+#include "hoprelay/transport/invariants.h"
+
 namespace hoprelay::daemon {
 
 void LatencyHistogram::collect(prometheus::ClientMetric& out) const {
@@ -118,6 +120,20 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   getrlimit(RLIMIT_NOFILE, &rl);
   out.push_back(one("process_max_fds", "Maximum number of open file descriptors", MetricType::Gauge,
                     static_cast<double>(rl.rlim_cur)));
+  // The process's broken invariants (transport/invariants.h): 0 unless hoprelay has a bug.
+  prometheus::MetricFamily inv = one("hoprelay_invariant_violations_total",
+                                     "Broken invariants of the process's own bookkeeping, by kind "
+                                     "(a bug in hoprelay: each is logged as an internal error)",
+                                     MetricType::Counter, 0);
+  inv.metric.clear();
+  for (size_t i = 0; i < static_cast<size_t>(transport::Invariant::kCount); ++i) {
+    prometheus::ClientMetric m;
+    m.label.push_back({"kind", transport::kInvariantNames[i]});
+    m.counter.value =
+        static_cast<double>(transport::invariant_violations(static_cast<transport::Invariant>(i)));
+    inv.metric.push_back(m);
+  }
+  out.push_back(std::move(inv));
   return out;
 }
 

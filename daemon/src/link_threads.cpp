@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "hoprelay/daemon/cpu_pin.h"
+#include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/log.h"
 
 namespace hoprelay::daemon {
@@ -37,7 +39,7 @@ constexpr uint64_t pack(uint32_t credits, uint32_t consumed) {
 
 // One downstream link, as both sides see it.
 struct LinkThreads::Shared {
-  uint32_t id = 0;
+  uint32_t id = GenerationSlab<int>::kNone;  // until the node registers its proxy
   Worker* worker = nullptr;
   // The real link's credits (high half) when the thread had taken `consumed` posts (low half).
   std::atomic<uint64_t> credits{0};
@@ -181,12 +183,11 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
         uint32_t expected_slots)
       : owner_(owner), shared_(std::move(shared)) {
     peer_name_ = peer_name;
-    size_t n = 16;
-    while (n < expected_slots) n <<= 1;
-    frames_.resize(n);
+    const uint32_t n = std::max<uint32_t>(16, expected_slots);
+    ledger_.reset(n, n);
   }
   ~Proxy() override {
-    owner_.proxies_[shared_->id] = nullptr;
+    owner_.proxies_.remove(shared_->id);
     Command c;
     c.kind = CommandKind::kDestroy;
     c.link = shared_.get();
@@ -204,19 +205,20 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
     uint32_t since = posted_ - static_cast<uint32_t>(snap);  // posts the snapshot has not seen
     return real > since ? real - since : 0;
   }
-  uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - head_); }
+  uint32_t in_flight() const override { return ledger_.in_flight(); }
   uint32_t max_payload() const override { return up_ ? max_payload_ : 0; }
 
   bool post(const transport::OutFrame& frame) override {
     if (credits() == 0) return false;
-    if (tail_ - head_ == frames_.size()) grow();
+    // More frames in flight than it was sized for: the peer's slots grew on a reload.
+    if (ledger_.in_flight() == ledger_.capacity()) ledger_.grow(2 * ledger_.capacity());
     Command c;
     c.kind = CommandKind::kPost;
     c.epoch = epoch_;
     c.link = shared_.get();
     c.frame = frame;
     if (!owner_.send(*shared_->worker, c)) return false;  // the thread is behind: see kRingEntries
-    frames_[tail_++ & (frames_.size() - 1)] = frame.cookie;
+    ledger_.push(frame);
     ++posted_;
     return true;
   }
@@ -254,7 +256,7 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
   }
   void on_acked(void* cookie) {
     if (closed_) return;
-    if (head_ == tail_ || frames_[head_ & (frames_.size() - 1)] != cookie) {
+    if (ledger_.empty() || ledger_.oldest().cookie != cookie) {
       log().critical(
           "internal error: link thread acknowledged a frame the link to {} did not "
           "post next: stopping",
@@ -262,8 +264,7 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
       log().flush();
       std::abort();
     }
-    ++head_;
-    owner_.events_.on_acked(*this, cookie);
+    ledger_.acknowledge(1, ledger_.tail(), [this](void* c) { owner_.events_.on_acked(*this, c); });
   }
   bool closed() const { return closed_; }
 
@@ -273,20 +274,8 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
   // Down (or closed): every frame not acknowledged comes back, newest first.
   void drop(std::string_view reason) {
     bool was_up = std::exchange(up_, false);
-    while (tail_ != head_) {
-      void* cookie = frames_[--tail_ & (frames_.size() - 1)];
-      owner_.events_.on_returned(*this, cookie);
-    }
+    ledger_.return_all([this](void* cookie) { owner_.events_.on_returned(*this, cookie); });
     if (was_up) owner_.events_.on_outbound_down(*this, reason);
-  }
-  // More frames in flight than the ring was sized for (the peer's slots grew on a reload).
-  void grow() {
-    std::vector<void*> bigger(frames_.size() * 2);
-    size_t n = 0;
-    for (uint64_t i = head_; i != tail_; ++i) bigger[n++] = frames_[i & (frames_.size() - 1)];
-    frames_ = std::move(bigger);
-    head_ = 0;
-    tail_ = n;
   }
 
   LinkThreads& owner_;
@@ -296,10 +285,10 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
   bool closed_ = false;
   uint32_t max_payload_ = 0;
   uint64_t epoch_ = 0;
-  uint32_t posted_ = 0;        // mod 2^32, as Shared::consumed
-  std::vector<void*> frames_;  // a power of two; [head_, tail_) posted and not acknowledged
-  uint64_t head_ = 0;
-  uint64_t tail_ = 0;
+  uint32_t posted_ = 0;  // mod 2^32, as Shared::consumed
+  // Frames posted and not acknowledged (frame_ledger.h): the thread's link validated credits
+  // and outcomes; the proxy checks that its acknowledgements come in posting order.
+  transport::FrameLedger ledger_;
 };
 
 LinkThreads::LinkThreads(transport::EventLoop& loop, transport::LinkEvents& events, size_t threads,
@@ -376,10 +365,9 @@ std::unique_ptr<transport::OutboundLink> LinkThreads::connect(
   }
   Worker& w = *workers_[next_worker_++ % workers_.size()];
   auto shared = std::make_shared<Shared>();
-  shared->id = static_cast<uint32_t>(proxies_.size());
   shared->worker = &w;
   auto proxy = std::make_unique<Proxy>(*this, shared, params.peer_name, params.expected_slots);
-  proxies_.push_back(proxy.get());
+  shared->id = proxies_.add(proxy.get());
   {
     std::lock_guard lock(w.control_mu);
     w.control.push_back([&w, shared, params] {
@@ -582,7 +570,7 @@ void LinkThreads::handle(Worker& w, const Event& e, transport::Outcome* aside_ou
       w.outcomes.pop(outcome);
     }
   }
-  Proxy* p = e.id < proxies_.size() ? proxies_[e.id] : nullptr;
+  Proxy* p = proxies_.find(e.id);
   if (!p || p->closed()) return;
   switch (e.kind) {
     case EventKind::kUp:

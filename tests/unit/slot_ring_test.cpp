@@ -28,7 +28,7 @@ TEST(SlotRing, FillsInOrderAndReturnsCreditsInOrder) {
   EXPECT_EQ(ring.release(*s[1]), 0u);
   EXPECT_EQ(ring.release(*s[0]), 3u);
   EXPECT_EQ(ring.in_use(), 1u);
-  EXPECT_EQ(ring.release(*s[0]), 0u) << "double release is ignored";
+  EXPECT_EQ(ring.release(*s[0]), 0u) << "double release frees nothing (and is reported)";
   EXPECT_EQ(ring.expected_index(), 0u);
   Slot* again = ring.acquire();
   EXPECT_EQ(again->index, 0u);

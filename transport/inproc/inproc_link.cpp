@@ -2,6 +2,10 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "hoprelay/transport/invariants.h"
+
 namespace hoprelay::transport::inproc {
 
 InprocInbound::InprocInbound(InprocOutbound& out, const PeerInfo& peer, uint32_t slots)
@@ -11,7 +15,13 @@ InprocInbound::InprocInbound(InprocOutbound& out, const PeerInfo& peer, uint32_t
 
 void InprocInbound::release(Slot& slot, const Outcome* outcome) {
   Entry& e = entries_[slot.index];
-  if (!e.released) --held_;
+  if (e.released) {
+    report_invariant(Invariant::kDoubleRelease,
+                     fmt::format("in-process slot {} of {} released when it was not held",
+                                 slot.index, entries_.size()));
+    return;
+  }
+  --held_;
   e.released = true;
   if (out_.closed_) {
     // Its frames went back to the producer when it closed: nothing to acknowledge, but the
@@ -44,6 +54,7 @@ InprocOutbound::InprocOutbound(EventLoop& loop, LinkEvents& node, LinkEvents& pr
       in_(*this, peer, params.expected_slots),
       slot_size_(slot_size) {
   peer_name_ = params.peer_name;
+  ledger_.reset(in_.slots(), in_.slots());
   // As a transport's handshake does: admitted (or refused) once the loop runs, so the producer
   // learns it from the same callbacks, in the same place, as over a network.
   // Only `this` is captured: it fits std::function's small buffer, so neither this nor
@@ -87,7 +98,7 @@ bool InprocOutbound::post(const OutFrame& frame) {
   e.slot.opcode = Opcode::kLocal;
   e.slot.seq = frame.seq;
   e.slot.chunk = frame.chunk;
-  e.cookie = frame.cookie;
+  ledger_.push(frame);
   e.released = false;
   e.dropped = false;
   ++in_.head_;
@@ -117,11 +128,14 @@ void InprocOutbound::run() {
     InprocInbound::Entry& e = in_.entries_[in_.tail_ % in_.entries_.size()];
     if (!e.released) break;
     // Its outcome while the entry is still this frame's; the credit after it.
-    if (e.dropped) producer_.on_outcome(*this, e.cookie, *e.outcome);
-    void* cookie = e.cookie;
+    if (e.dropped) {
+      producer_.on_outcome(*this, ledger_.oldest().cookie, *e.outcome);
+      if (closed_) break;  // closed from the callback: close() settled the entries
+    }
     ++in_.tail_;
     ++acked;
-    producer_.on_acked(*this, cookie);
+    ledger_.acknowledge(1, ledger_.tail(),
+                        [this](void* cookie) { producer_.on_acked(*this, cookie); });
   }
   if (acked != 0 && !closed_) producer_.on_credit(*this);
 }
@@ -133,10 +147,8 @@ void InprocOutbound::close() {
   up_ = false;
   // Everything not acknowledged goes back first, while the entries still say which frames
   // those are (the node, told below, releases what it was assembling at once).
-  const uint64_t unacknowledged = in_.head_ - in_.tail_;
-  for (uint64_t i = in_.head_; i-- > in_.tail_;) {
-    producer_.on_returned(*this, in_.entries_[i % in_.entries_.size()].cookie);
-  }
+  const uint64_t unacknowledged =
+      ledger_.return_all([this](void* cookie) { producer_.on_returned(*this, cookie); });
   // Frames never handed to the node are not its to release.
   for (uint64_t i = in_.delivered_; i < in_.head_; ++i) {
     in_.entries_[i % in_.entries_.size()].released = true;

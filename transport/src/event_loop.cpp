@@ -159,10 +159,18 @@ void EventLoop::run_deferred() {
   }
 }
 
-void EventLoop::update_now() {
+namespace {
+
+uint64_t monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  now_ns_ = uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
+
+void EventLoop::update_now() {
+  now_ns_ = monotonic_ns();
 }
 
 void EventLoop::run_once(std::chrono::milliseconds timeout) {
@@ -171,6 +179,8 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
     explicit Iteration(bool& f) : flag(f) { flag = true; }
     ~Iteration() { flag = false; }
   } iteration(in_iteration_);
+  // The stall detector's measure: the iteration's work before the wait and after it.
+  const uint64_t started_ns = observer_ ? monotonic_ns() : 0;
   // Work deferred outside an iteration (an application's call into libhoprelay posted frames)
   // goes out before the wait, not after it.
   run_deferred();
@@ -188,17 +198,20 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
                  1;
     if (until < wait_ms || wait_ms < 0) wait_ms = static_cast<int>(std::max<int64_t>(0, until));
   }
+  const uint64_t waiting_ns = observer_ ? monotonic_ns() : 0;
   epoll_event events[64];
   int n = epoll_wait(epfd_, events, 64, wait_ms);
   if (n < 0 && errno != EINTR)
     throw std::system_error(errno, std::generic_category(), "epoll_wait");
   if (n > 0) update_now();
+  const uint64_t woken_ns = observer_ ? (n > 0 ? now_ns_ : monotonic_ns()) : 0;
   for (int i = 0; i < n; ++i) static_cast<Handler*>(events[i].data.ptr)->on_io(events[i].events);
   run_deferred();
   run_timers();
   run_deferred();
   in_iteration_ = false;
   arm_timer_fd();
+  if (observer_) observer_->on_iteration((waiting_ns - started_ns) + (monotonic_ns() - woken_ns));
 }
 
 void EventLoop::run() {

@@ -1,5 +1,9 @@
 #include "hoprelay/transport/slot_ring.h"
 
+#include <fmt/format.h>
+
+#include "hoprelay/transport/invariants.h"
+
 namespace hoprelay::transport {
 
 SlotRing::SlotRing(std::byte* base, uint32_t slots, uint32_t slot_size, InboundLink* owner,
@@ -25,7 +29,14 @@ Slot* SlotRing::acquire() {
 }
 
 uint32_t SlotRing::release(Slot& slot) {
-  if (!slot.held) return 0;  // double release: ignore rather than corrupt the credit count
+  if (!slot.held) {
+    // Ignored, rather than corrupt the credit count (a second credit for one frame would let
+    // the sender write into a slot still in use), but never silently.
+    report_invariant(Invariant::kDoubleRelease,
+                     fmt::format("slot {} of a ring of {} released when it was not held",
+                                 slot.index, slots_.size()));
+    return 0;
+  }
   slot.held = false;
   --held_;
   uint32_t freed = 0;

@@ -279,8 +279,7 @@ bool TcpInbound::flush_control() {
 // ---------------------------------------------------------------- TcpOutbound
 
 uint32_t TcpOutbound::credits() const {
-  if (state_ != State::kUp || peer_draining_) return 0;
-  return peer_slots_ - static_cast<uint32_t>(tail_ - acked_);
+  return state_ == State::kUp ? ledger_.room() : 0;
 }
 
 void TcpOutbound::on_io(uint32_t events) {
@@ -346,7 +345,7 @@ bool TcpOutbound::read_control() {
         return false;
       } else if (h.type == FrameType::kBye && state_ == State::kUp) {
         // The peer drains: what was sent is acknowledged as it passes, nothing more is sent.
-        peer_draining_ = true;
+        ledger_.peer_draining();
         if (close_if_drained()) return false;
       } else if (h.type == FrameType::kBye) {
         drop("peer is shutting down", true, true);
@@ -363,22 +362,19 @@ bool TcpOutbound::read_control() {
 }
 
 bool TcpOutbound::handle_credit(const FrameHeader& h) {
-  if (h.credits == 0 || h.credits > written_ - acked_) {
+  if (!ledger_.acknowledge(h.credits, written_,
+                           [this](void* cookie) { transport_.events().on_acked(*this, cookie); })) {
     drop("credit for frames never sent", true);
     return false;
   }
-  for (uint32_t i = 0; i < h.credits; ++i) {
-    void* cookie = tx_[acked_ % tx_.size()].cookie;
-    ++acked_;
-    transport_.events().on_acked(*this, cookie);
-  }
+  if (state_ != State::kUp) return false;
   if (close_if_drained()) return false;
   transport_.events().on_credit(*this);
   return true;
 }
 
 bool TcpOutbound::close_if_drained() {
-  if (!peer_draining_ || tail_ != acked_ || state_ != State::kUp) return false;
+  if (!ledger_.drained() || state_ != State::kUp) return false;
   drop("the peer is shutting down and acknowledged everything sent to it", true, true);
   return true;
 }
@@ -387,11 +383,8 @@ bool TcpOutbound::close_if_drained() {
 // chunk: it must be a frame written and not yet acknowledged, reported once.
 bool TcpOutbound::handle_outcome(const FrameHeader& h, std::span<const std::byte> body) {
   Outcome outcome;
-  const uint64_t at = acked_ + (h.slot + peer_slots_ - acked_ % peer_slots_) % peer_slots_;
-  TxEntry* e = h.slot < peer_slots_ && at < written_ ? &tx_[at % tx_.size()] : nullptr;
-  if (!e || e->outcome || load_le<uint32_t>(e->header.data() + 12) != h.origin ||
-      load_le<uint64_t>(e->header.data() + 16) != h.seq ||
-      load_le<uint32_t>(e->header.data() + 24) != h.chunk) {
+  FrameLedger::Frame* frame = ledger_.outcome_target(h, written_);
+  if (!frame) {
     transport_.events().on_protocol_error("bad_outcome");
     drop("protocol violation: an outcome for a message this link did not send", true);
     return false;
@@ -401,28 +394,25 @@ bool TcpOutbound::handle_outcome(const FrameHeader& h, std::span<const std::byte
     drop("protocol violation: a malformed outcome", true);
     return false;
   }
-  e->outcome = true;
-  transport_.events().on_outcome(*this, e->cookie, outcome);
+  transport_.events().on_outcome(*this, frame->cookie, outcome);
   return state_ == State::kUp;
 }
 
 bool TcpOutbound::post(const OutFrame& f) {
   // After the peer's BYE nothing more is sent: it waits for what it has to be acknowledged.
-  if (state_ != State::kUp || peer_draining_ || tail_ - acked_ >= peer_slots_) return false;
-  TxEntry& e = tx_[tail_ % tx_.size()];
+  if (state_ != State::kUp || ledger_.room() == 0) return false;
+  TxEntry& e = tx_[ledger_.index(ledger_.tail())];
   FrameHeader h{FrameType::kData};
   h.flags = f.flags;
   h.length = f.length;
   h.origin = f.origin;
   h.seq = f.seq;
   h.chunk = f.chunk;
-  h.slot = static_cast<uint32_t>(tail_ % peer_slots_);
+  h.slot = ledger_.next_slot();
   encode_header(h, e.header.data());
   e.payload = f.payload;
   e.length = f.length;
-  e.cookie = f.cookie;
-  e.outcome = false;
-  ++tail_;
+  ledger_.push(f);
   schedule_flush();
   return true;
 }
@@ -439,13 +429,13 @@ void TcpOutbound::schedule_flush() {
 
 void TcpOutbound::flush() {
   if (coalesce_.empty()) coalesce_.resize(kCoalesceBytes);
-  while (written_ < tail_) {
+  while (written_ < ledger_.tail()) {
     iovec iov[kMaxIov];
     int n_iov = 0;
     size_t used = 0;  // bytes of coalesce_ in this sendmsg
     size_t skip = written_off_;
-    for (uint64_t i = written_; i < tail_ && n_iov + 2 <= kMaxIov; ++i) {
-      TxEntry& e = tx_[i % tx_.size()];
+    for (uint64_t i = written_; i < ledger_.tail() && n_iov + 2 <= kMaxIov; ++i) {
+      TxEntry& e = tx_[ledger_.index(i)];
       const size_t whole = kFrameHeaderSize + e.length;
       if (skip == 0 && whole <= kCoalesceFrame) {
         // A small frame is copied next to the previous one: one iovec for a run of them.
@@ -486,15 +476,15 @@ void TcpOutbound::flush() {
     }
     // Advance over fully written frames.
     size_t left = size_t(n) + written_off_;
-    while (written_ < tail_) {
-      size_t whole = kFrameHeaderSize + tx_[written_ % tx_.size()].length;
+    while (written_ < ledger_.tail()) {
+      size_t whole = kFrameHeaderSize + tx_[ledger_.index(written_)].length;
       if (left < whole) break;
       left -= whole;
       ++written_;
     }
     written_off_ = left;
   }
-  bool want = written_ < tail_;
+  bool want = written_ < ledger_.tail();
   if (want != want_write_) {
     want_write_ = want;
     update_interest();

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "hoprelay/transport/address.h"
 #include "hoprelay/transport/dead_peer.h"
 #include "hoprelay/transport/log.h"
 #include "tcp_transport.h"
@@ -32,36 +33,11 @@ spdlog::logger& log() {
   return *logger;
 }
 
-// Resolves host:port to one socket address (control path only: may block on DNS).
-bool resolve(const config::Endpoint& ep, sockaddr_storage& out, socklen_t& len, bool passive) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = passive ? AI_PASSIVE : 0;
-  addrinfo* res = nullptr;
-  std::string port = std::to_string(ep.port);
-  if (getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
-  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
-  len = res->ai_addrlen;
-  freeaddrinfo(res);
-  return true;
-}
-
 std::string peer_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) < 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (ss.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
-    port = ntohs(a->sin_port);
-    return std::string(host) + ":" + std::to_string(port);
-  }
-  auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-  inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
-  port = ntohs(a->sin6_port);
-  return "[" + std::string(host) + "]:" + std::to_string(port);
+  return address_text(reinterpret_cast<const sockaddr*>(&ss));
 }
 
 }  // namespace
@@ -545,11 +521,11 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   peer_slots_ = w.slots;
   peer_slot_size_ = w.slot_size;
   peer_next_seq_ = w.next_seq;
+  ledger_.reset(peer_slots_, peer_slots_);
   tx_.assign(peer_slots_, TxEntry{});
-  acked_ = written_ = tail_ = 0;
+  written_ = 0;
   written_off_ = 0;
   backoff_.reset();
-  peer_draining_ = false;
   state_ = State::kUp;
   log().info("outbound link up: {} at {} ({} credits)", peer_name_, params_.address.to_string(),
              peer_slots_);
@@ -573,13 +549,11 @@ void TcpOutbound::drop(std::string_view reason, bool retry, bool planned) {
   state_ = retry ? State::kBackoff : State::kClosed;
   // Everything not acknowledged goes back to the node, newest first, so that a node pushing
   // each to the front of its queue ends with them in their original order.
-  uint64_t first = acked_, last = tail_;
-  acked_ = written_ = tail_ = 0;
+  written_ = 0;
   written_off_ = 0;
-  for (uint64_t i = last; i-- > first;) {
-    transport_.events().on_returned(*this, tx_[i % tx_.size()].cookie);
-  }
-  if (was_up) report_down(transport_.events(), reason, retry, last - first, planned);
+  const uint64_t returned =
+      ledger_.return_all([this](void* cookie) { transport_.events().on_returned(*this, cookie); });
+  if (was_up) report_down(transport_.events(), reason, retry, returned, planned);
   if (retry) schedule_reconnect();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hoprelay/transport/backoff.h"
+#include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::transport::tcp {
@@ -109,7 +110,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   void on_io(uint32_t events) override;
   bool up() const override { return state_ == State::kUp; }
   uint32_t credits() const override;
-  uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
+  uint32_t in_flight() const override { return ledger_.in_flight(); }
   uint32_t max_payload() const override { return up() ? peer_slot_size_ : 0; }
   bool post(const OutFrame& frame) override;
   void close() override;
@@ -117,12 +118,11 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
 
  private:
   enum class State { kBackoff, kConnecting, kHello, kUp, kClosed };
+  // What TCP keeps of a posted frame beside the ledger: its header and where its payload is.
   struct TxEntry {
     std::array<std::byte, kFrameHeaderSize> header;
     const std::byte* payload;
     uint32_t length;
-    void* cookie;
-    bool outcome;  // the peer reported an outcome for it (at most one per frame)
   };
 
   // tcp_setup.cpp
@@ -149,7 +149,6 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   int fd_ = -1;
   bool want_write_ = false;
   bool flush_scheduled_ = false;
-  bool peer_draining_ = false;  // its BYE came: no credits, close when all is acknowledged
   Backoff backoff_;
   uint64_t connects_ = 0;
   EventLoop::TimerId timer_ = 0;
@@ -160,15 +159,15 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   Nonce challenge_{};
   Nonce nonce_{};
   bool challenged_ = false;
-  // Ring of posted frames: [acked_, written_) are on the wire awaiting credit,
-  // [written_, tail_) still to write (written_off_ bytes of the first already sent).
+  // Posted frames (frame_ledger.h): [acked, written_) are on the wire awaiting credit,
+  // [written_, tail) still to write (written_off_ bytes of the first already sent); tx_ holds
+  // their headers by the ledger's index.
+  FrameLedger ledger_;
   std::vector<TxEntry> tx_;
   // flush(): small frames copied side by side, one iovec per run (rebuilt on every flush from
   // tx_, so a partial write needs nothing kept here).
   std::vector<std::byte> coalesce_;
-  uint64_t acked_ = 0;
   uint64_t written_ = 0;
-  uint64_t tail_ = 0;
   size_t written_off_ = 0;
   std::array<std::byte, 4096> rx_{};
   size_t rx_len_ = 0;

@@ -34,15 +34,29 @@ std::string wc_error(const ibv_wc& wc) {
 
 // ---------------------------------------------------------------- inbound (receiver)
 
-bool VerbsInbound::post_receive(uint32_t slot) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(ring_->at(slot).frame), stride_, conn_.region_a->lkey()};
-  ibv_recv_wr wr{};
-  wr.wr_id = make_wr_id(kRecvData, slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(conn_.id->qp, &wr, &bad) != 0) return false;
-  ++receives_posted_;
+// The receives of the next `count` slots in ring order, chained: one ibv_post_recv (on rxe a
+// system call) for up to kRecvChain of them, not one per slot.
+bool VerbsInbound::post_receives(uint32_t count) {
+  constexpr uint32_t kRecvChain = 32;
+  ibv_recv_wr wrs[kRecvChain];
+  ibv_sge sges[kRecvChain];
+  while (count > 0) {
+    const uint32_t n = std::min(count, kRecvChain);
+    for (uint32_t i = 0; i < n; ++i) {
+      const auto slot = static_cast<uint32_t>((receives_posted_ + i) % ring_->slots());
+      sges[i] = {reinterpret_cast<uint64_t>(ring_->at(slot).frame), stride_,
+                 conn_.region_a->lkey()};
+      wrs[i] = ibv_recv_wr{};
+      wrs[i].wr_id = make_wr_id(kRecvData, slot);
+      wrs[i].sg_list = &sges[i];
+      wrs[i].num_sge = 1;
+      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+    }
+    ibv_recv_wr* bad = nullptr;
+    if (ibv_post_recv(conn_.id->qp, wrs, &bad) != 0) return false;
+    receives_posted_ += n;
+    count -= n;
+  }
   return true;
 }
 
@@ -164,11 +178,7 @@ void VerbsInbound::release(Slot& slot, const Outcome* outcome) {
   }
   // Re-post the freed slots' receives (in ring order) before their credit leaves: by the
   // time the sender can use the credit, the receive is there.
-  for (uint32_t i = 0; i < freed; ++i) {
-    if (!post_receive(static_cast<uint32_t>(receives_posted_ % ring_->slots()))) {
-      return fail("ibv_post_recv failed");
-    }
-  }
+  if (freed && !post_receives(freed)) return fail("ibv_post_recv failed");
   pending_credits_ += freed;
   if (freed && !flush_scheduled_) {
     flush_scheduled_ = true;
@@ -249,8 +259,8 @@ void VerbsInbound::schedule_watch() {
 // ---------------------------------------------------------------- outbound (sender)
 
 uint32_t VerbsOutbound::credits() const {
-  if (state_ != State::kUp || peer_draining_) return 0;
-  uint32_t by_credit = cap_ - static_cast<uint32_t>(tail_ - acked_);
+  if (state_ != State::kUp) return 0;
+  uint32_t by_credit = ledger_.room();
   uint32_t by_queue = sq_depth_ - sq_outstanding_;
   return std::min(by_credit, by_queue);
 }
@@ -268,12 +278,11 @@ bool VerbsOutbound::post_control_receive(uint32_t index) {
 
 bool VerbsOutbound::post(const OutFrame& f) {
   // After the peer's BYE nothing more is sent: it waits for what it has to be acknowledged.
-  if (state_ != State::kUp || peer_draining_ || tail_ - acked_ >= cap_ ||
-      sq_outstanding_ >= sq_depth_) {
+  if (state_ != State::kUp || ledger_.room() == 0 || sq_outstanding_ >= sq_depth_) {
     return false;
   }
-  uint32_t slot = static_cast<uint32_t>(tail_ % peer_.slots);
-  uint32_t idx = static_cast<uint32_t>(tail_ % cap_);
+  uint32_t slot = ledger_.next_slot();
+  uint32_t idx = ledger_.index(ledger_.tail());
   std::byte* hdr = conn_->region_a->data() + size_t{idx} * kFrameHeaderSize;
   FrameHeader h{FrameType::kData};
   h.flags = f.flags;
@@ -303,7 +312,7 @@ bool VerbsOutbound::post(const OutFrame& f) {
   if (kFrameHeaderSize + f.length <= conn_->max_inline) wr.send_flags |= IBV_SEND_INLINE;
   ++unsignaled_;
   if (unsignaled_ >= kSignalEvery || sq_outstanding_ + 1 >= sq_depth_ ||
-      tail_ + 1 - acked_ >= cap_) {
+      ledger_.in_flight() + 1 >= cap_) {
     wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id = make_wr_id(kSendData, unsignaled_);
     unsignaled_ = 0;
@@ -323,10 +332,8 @@ bool VerbsOutbound::post(const OutFrame& f) {
     flush_scheduled_ = true;
     transport_.flush_later(this);
   }
-  cookies_[idx] = f.cookie;
-  outcome_seen_[idx] = 0;
+  ledger_.push(f);
   ++sq_outstanding_;
-  ++tail_;
   return true;
 }
 
@@ -416,26 +423,23 @@ void VerbsOutbound::on_control_frame(const ibv_wc& wc) {
   if (wc.byte_len == kFrameHeaderSize && h.type == FrameType::kBye) {
     // The peer drains: what was sent is acknowledged as it passes, nothing more is sent.
     if (!post_control_receive(index)) return drop("ibv_post_recv failed", true);
-    peer_draining_ = true;
+    ledger_.peer_draining();
     close_if_drained();
     return;
   }
   if (wc.byte_len != kFrameHeaderSize || h.type != FrameType::kCredit) {
     return drop("unexpected control frame", true);
   }
-  if (h.credits == 0 || h.credits > tail_ - acked_)
-    return drop("credit for frames never sent", true);
   if (!post_control_receive(index)) return drop("ibv_post_recv failed", true);
-  for (uint32_t i = 0; i < h.credits; ++i) {
-    void* cookie = cookies_[acked_ % cap_];
-    ++acked_;
-    transport_.events().on_acked(*this, cookie);
+  if (!ledger_.acknowledge(h.credits, ledger_.tail(),
+                           [this](void* cookie) { transport_.events().on_acked(*this, cookie); })) {
+    return drop("credit for frames never sent", true);
   }
   close_if_drained();
 }
 
 bool VerbsOutbound::close_if_drained() {
-  if (!peer_draining_ || tail_ != acked_ || state_ != State::kUp) return false;
+  if (!ledger_.drained() || state_ != State::kUp) return false;
   drop("the peer is shutting down and acknowledged everything sent to it", true, true);
   return true;
 }
@@ -443,13 +447,9 @@ bool VerbsOutbound::close_if_drained() {
 // An outcome names the slot its frame took in the peer's ring, and the frame's origin, seq and
 // chunk: it must be a frame posted and not yet acknowledged, reported once.
 bool VerbsOutbound::on_outcome_frame(const FrameHeader& h, const std::byte* body) {
-  const uint64_t at = acked_ + (h.slot + peer_.slots - acked_ % peer_.slots) % peer_.slots;
-  const uint32_t idx = static_cast<uint32_t>(at % cap_);
-  const std::byte* hdr = conn_->region_a->data() + size_t{idx} * kFrameHeaderSize;
   Outcome outcome;
-  if (h.slot >= peer_.slots || at >= tail_ || outcome_seen_[idx] ||
-      load_le<uint32_t>(hdr + 12) != h.origin || load_le<uint64_t>(hdr + 16) != h.seq ||
-      load_le<uint32_t>(hdr + 24) != h.chunk) {
+  FrameLedger::Frame* frame = ledger_.outcome_target(h, ledger_.tail());
+  if (!frame) {
     transport_.events().on_protocol_error("bad_outcome");
     drop("protocol violation: an outcome for a message this link did not send", true);
     return false;
@@ -459,8 +459,7 @@ bool VerbsOutbound::on_outcome_frame(const FrameHeader& h, const std::byte* body
     drop("protocol violation: a malformed outcome", true);
     return false;
   }
-  outcome_seen_[idx] = 1;
-  transport_.events().on_outcome(*this, cookies_[idx], outcome);
+  transport_.events().on_outcome(*this, frame->cookie, outcome);
   return state_ == State::kUp;
 }
 
@@ -470,6 +469,8 @@ bool VerbsOutbound::on_outcome_frame(const FrameHeader& h, const std::byte* body
 // credit arrived for a probe interval, post a zero-length RDMA WRITE to the peer's ring: it
 // consumes no receive and writes nothing, but fails (retry exceeded, remote access error) if
 // the peer's QP is gone, which fails the link, and the frames are replayed after reconnecting.
+// A zero-length WRITE is checked against no memory key (IBA C9-88), so it works as well on a
+// ring that is not remotely writable (ListenParams::remote_write).
 // A peer that is merely slow (backpressure) acknowledges the probe at the transport level.
 void VerbsOutbound::schedule_probe() {
   probe_timer_ = transport_.loop().after(kProbeEvery, [this] {
@@ -478,8 +479,8 @@ void VerbsOutbound::schedule_probe() {
     if (watch_.tick(kDeadPeerTicks)) {
       return drop(dead_peer_reason(), true);
     }
-    if (tail_ != acked_ && acked_ == acked_at_last_probe_) probe();
-    acked_at_last_probe_ = acked_;
+    if (!ledger_.empty() && ledger_.acked() == acked_at_last_probe_) probe();
+    acked_at_last_probe_ = ledger_.acked();
     if (state_ == State::kUp) schedule_probe();
   });
 }

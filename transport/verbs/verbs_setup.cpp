@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 
+#include "hoprelay/transport/address.h"
 #include "hoprelay/transport/log.h"
 #include "verbs_transport.h"
 
@@ -48,14 +49,8 @@ void set_nonblocking(int fd) {
 }
 
 bool to_sockaddr(const config::Endpoint& ep, sockaddr_storage& out) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string port = std::to_string(ep.port);
-  if (getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
-  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
-  return true;
+  socklen_t len = 0;
+  return resolve(ep, out, len);
 }
 
 // SENDs the AUTH or WELCOME frame encoded at `frame` (in `region`), signaled, as kSendAuth.
@@ -170,7 +165,7 @@ std::string rdma_device_for(const config::Endpoint& address, bool local, std::st
     return "";
   }
   if (local) {
-    reinterpret_cast<sockaddr_in*>(&sa)->sin_port = 0;  // probe only: do not hold the port
+    set_port(sa, 0);  // probe only: do not hold the port
     if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&sa)) != 0) {
       why = "no RDMA device serves " + address.host + " (" + std::strerror(errno) + ")";
       return "";
@@ -423,11 +418,8 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
   HelloBody hello;
   std::string reason;
   PeerInfo peer;
-  char addr[INET6_ADDRSTRLEN] = "?";
-  sockaddr* src = rdma_get_peer_addr(id);
-  if (src && src->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(src)->sin_addr, addr, sizeof(addr));
-  }
+  // IPv4 or IPv6: admission compares it with the declared host (node.cpp, host_of).
+  const std::string addr = address_text(rdma_get_peer_addr(id), false);
   peer.address = addr;
   bool ok = decode_cm_hello(private_data, hello);
   if (!ok && !private_data.empty() && uint8_t(private_data[0]) != kWireVersion) {
@@ -540,11 +532,8 @@ VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const Hell
   peer_.name = hello.name;
   peer_.origin = hello.origin;
   peer_.topology_hash = hello.topology_hash;
-  char addr[INET6_ADDRSTRLEN] = "?";
-  sockaddr* src = rdma_get_peer_addr(id);
-  if (src && src->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(src)->sin_addr, addr, sizeof(addr));
-  }
+  // IPv4 or IPv6: admission compares it with the declared host (node.cpp, host_of).
+  const std::string addr = address_text(rdma_get_peer_addr(id), false);
   peer_.address = addr;
 }
 
@@ -559,9 +548,11 @@ void VerbsInbound::accept() {
   const auto& key = transport_.identity().auth;
   ibv_pd* pd = transport_.pd_for(conn_.id->verbs);
   stride_ = SlotRing::stride_for(lp.slot_size);
-  // The ring is the only memory this peer may write into.
-  conn_.region_a = std::make_unique<VerbsRegion>(pd, SlotRing::size_for(lp.slots, lp.slot_size),
-                                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  // The ring is the only memory this peer may write into, and only when peers of this node
+  // send by WRITE (ListenParams::remote_write).
+  conn_.region_a = std::make_unique<VerbsRegion>(
+      pd, SlotRing::size_for(lp.slots, lp.slot_size),
+      IBV_ACCESS_LOCAL_WRITE | (lp.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0));
   sq_depth_ = lp.slots + kControlSpare;
   // Credit frames to send, then the AUTH frame's receive buffer and our WELCOME's, then an
   // OUTCOME frame per slot (outcome_frame()).
@@ -596,7 +587,8 @@ void VerbsInbound::accept() {
     check_rc(ibv_post_recv(conn_.id->qp, &wr, &bad), "ibv_post_recv (auth)");
   } else {
     authenticated_ = true;
-    if (!post_receives()) throw TransportError("ibv_post_recv failed while accepting");
+    if (!post_receives(ring_->slots()))
+      throw TransportError("ibv_post_recv failed while accepting");
   }
   std::array<std::byte, kCmChallengeSize> pdata;
   encode_cm_welcome(w, pdata.data());
@@ -618,13 +610,6 @@ void VerbsInbound::accept() {
   });
 }
 
-bool VerbsInbound::post_receives() {
-  for (uint32_t i = 0; i < ring_->slots(); ++i) {
-    if (!post_receive(i)) return false;
-  }
-  return true;
-}
-
 void VerbsInbound::on_auth(const ibv_wc& wc) {
   std::byte* in = conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize;
   FrameHeader h;
@@ -643,7 +628,7 @@ void VerbsInbound::on_auth(const ibv_wc& wc) {
                peer_.name, peer_.address, peer_.name);
     return fail("authentication failed");
   }
-  if (!post_receives()) return fail("ibv_post_recv failed");
+  if (!post_receives(ring_->slots())) return fail("ibv_post_recv failed");
   // The ring's address and key, with our answer to the sender's nonce.
   const ListenParams& lp = transport_.listen_params();
   CmWelcome w{lp.slots,
@@ -671,8 +656,11 @@ void VerbsInbound::maybe_up() {
   state_ = State::kUp;
   if (setup_timer_) transport_.loop().cancel(setup_timer_);
   setup_timer_ = 0;
-  log().info("inbound link up: {} from {} ({} slots, ingress by WRITE with immediate or SEND{})",
-             peer_.name, peer_.address, ring_->slots(),
+  log().info("inbound link up: {} from {} ({} slots, ingress by {}{})", peer_.name, peer_.address,
+             ring_->slots(),
+             transport_.listen_params().remote_write
+                 ? "WRITE with immediate or SEND"
+                 : "SEND only: the ring is not remotely writable",
              transport_.identity().auth ? ", authenticated" : "");
   schedule_watch();
   transport_.events().on_inbound_up(*this);
@@ -909,12 +897,10 @@ void VerbsOutbound::link_up() {
   }
   cap_ = std::min(cap_, peer_.slots);
   peer_next_seq_ = peer_.next_seq;
-  cookies_.assign(cap_, nullptr);
-  outcome_seen_.assign(cap_, 0);
+  ledger_.reset(cap_, peer_.slots);
   wrs_.assign(cap_, ibv_send_wr{});
   sges_.assign(cap_, {});
   batch_len_ = 0;
-  acked_ = tail_ = 0;
   sq_outstanding_ = 0;
   unsignaled_ = 0;
   backoff_.reset();
@@ -925,7 +911,6 @@ void VerbsOutbound::link_up() {
              params_.write ? "RDMA WRITE with immediate" : "SEND",
              transport_.identity().auth ? ", authenticated" : "");
   acked_at_last_probe_ = 0;
-  peer_draining_ = false;
   watch_.reset();
   schedule_probe();
   transport_.events().on_outbound_up(*this);
@@ -1004,14 +989,11 @@ void VerbsOutbound::drop(std::string_view reason, bool retry, bool planned) {
   }
   // Everything not acknowledged goes back to the node, newest first (the batch not yet handed
   // to the device included).
-  uint64_t first = acked_, last = tail_;
-  acked_ = tail_ = 0;
   batch_len_ = 0;
-  for (uint64_t i = last; i-- > first;) {
-    transport_.events().on_returned(*this, cookies_[i % cookies_.size()]);
-  }
+  const uint64_t returned =
+      ledger_.return_all([this](void* cookie) { transport_.events().on_returned(*this, cookie); });
   if (was_up) {
-    report_down(transport_.events(), reason, retry, last - first, planned);
+    report_down(transport_.events(), reason, retry, returned, planned);
   } else {
     log().debug("connect to {} failed: {}", peer_name_, reason);
   }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "hoprelay/transport/backoff.h"
+#include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/transport.h"
 #include "send_watchdog.h"
 #include "verbs_resources.h"
@@ -128,8 +129,8 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
  private:
   enum class State { kAccepting, kUp, kClosed };
 
-  bool post_receive(uint32_t slot);
-  bool post_receives();
+  // The receives of the next `count` slots in ring order (receives_posted_), chained.
+  bool post_receives(uint32_t count);
   // Pre-shared key admission: the sender's answer to our challenge, then our WELCOME.
   void on_auth(const ibv_wc& wc);
   // Established, and authenticated when the link authenticates: tell the node.
@@ -188,7 +189,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   Connection* cq_connection() override { return conn_.get(); }
   bool up() const override { return state_ == State::kUp; }
   uint32_t credits() const override;
-  uint32_t in_flight() const override { return static_cast<uint32_t>(tail_ - acked_); }
+  uint32_t in_flight() const override { return ledger_.in_flight(); }
   uint32_t max_payload() const override { return up() ? peer_.slot_size : 0; }
   bool post(const OutFrame& frame) override;
   void close() override;
@@ -223,7 +224,6 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   State state_ = State::kBackoff;
   Backoff backoff_;
   bool established_once_ = false;
-  bool peer_draining_ = false;  // its BYE came: no credits, close when all is acknowledged
   EventLoop::TimerId timer_ = 0;
   EventLoop::TimerId probe_timer_ = 0;
   uint64_t acked_at_last_probe_ = 0;
@@ -238,19 +238,17 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   uint32_t sq_depth_ = 0;
   uint32_t sq_outstanding_ = 0;
   uint32_t unsignaled_ = 0;
-  // Posted frames [acked_, tail_), their cookies by position.
-  std::vector<void*> cookies_;
-  std::vector<uint8_t> outcome_seen_;  // an outcome came for it (at most one per frame)
-  // Their work requests, by the same position; the ones posted in this loop iteration are a
-  // chain from batch_first_ to batch_last_, not yet handed to the device (flush_posts).
+  // Posted frames (frame_ledger.h), cap_ at most.
+  FrameLedger ledger_;
+  // Their work requests, by the ledger's index (their headers too, in conn_->region_a); the ones
+  // posted in this loop iteration are a chain from batch_first_ to batch_last_, not yet handed to
+  // the device (flush_posts).
   std::vector<ibv_send_wr> wrs_;
   std::vector<std::array<ibv_sge, 2>> sges_;
   uint32_t batch_first_ = 0;
   uint32_t batch_last_ = 0;
   uint32_t batch_len_ = 0;
   bool flush_scheduled_ = false;
-  uint64_t acked_ = 0;
-  uint64_t tail_ = 0;
 };
 
 class VerbsTransport final : public Transport {
@@ -268,6 +266,7 @@ class VerbsTransport final : public Transport {
   LinkEvents& events() { return events_; }
   const Identity& identity() const { return identity_; }
   void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
+  void set_remote_write(bool writable) override { listen_.remote_write = writable; }
   void speak_for(Transport& owner) override;
   const ListenParams& listen_params() const { return listen_; }
   rdma_event_channel* cm_channel() { return cm_channel_.get(); }

@@ -69,7 +69,7 @@ class HistogramFamily final : public prometheus::Collectable {
 
 // The standard process_* metrics (CPU seconds, resident and virtual memory, open and maximum
 // file descriptors, start time), which prometheus-cpp does not provide: read from /proc at
-// scrape time.
+// scrape time. With them, the process's hoprelay_invariant_violations_total (invariants.h).
 class ProcessCollector final : public prometheus::Collectable {
  public:
   std::vector<prometheus::MetricFamily> Collect() const override;

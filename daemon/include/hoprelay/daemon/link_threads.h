@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "hoprelay/common/generation_slab.h"
 #include "hoprelay/common/spsc_ring.h"
 #include "hoprelay/transport/eventfd_wakeup.h"
 #include "hoprelay/transport/transport.h"
@@ -127,8 +128,10 @@ class LinkThreads {
   std::vector<std::unique_ptr<Worker>> workers_;
   transport::Transport& memory_owner_;
   bool memory_shared_ = false;
-  bool device_lost_ = false;     // said once, as a transport does
-  std::vector<Proxy*> proxies_;  // by link id; null once destroyed (node's thread)
+  bool device_lost_ = false;  // said once, as a transport does
+  // By link id (Shared::id), reused as links come and go (node's thread): an event a thread
+  // queued for a destroyed proxy finds nothing, never the proxy that took its slot.
+  GenerationSlab<Proxy> proxies_;
   size_t next_worker_ = 0;
 };
 

@@ -21,6 +21,16 @@ class EventLoop {
    protected:
     ~Handler() = default;
   };
+  // Told the busy time of every iteration (its work, not its wait for events), at its end, on
+  // the loop's thread: the stall detector (daemon/loop_watch.h). Must not allocate or lock.
+  class IterationObserver {
+   public:
+    virtual void on_iteration(uint64_t busy_ns) = 0;
+
+   protected:
+    ~IterationObserver() = default;
+  };
+
   using TimerId = uint64_t;
   using Clock = std::chrono::steady_clock;
 
@@ -57,6 +67,8 @@ class EventLoop {
   // handles) never misses a reconnect, a timeout or the credits of its releases.
   int fd() const { return epfd_; }
   void set_pollable(bool pollable);
+  // Null: none (then an iteration reads the clock no more than before).
+  void set_iteration_observer(IterationObserver* observer) { observer_ = observer; }
   // Runs the work defer()red so far (posted frames go out), without waiting for events.
   void run_pending() { run_deferred(); }
 
@@ -91,6 +103,7 @@ class EventLoop {
   std::function<bool()> poller_;
   bool spin_ = false;
   uint64_t now_ns_ = 0;
+  IterationObserver* observer_ = nullptr;
   int timer_fd_ = -1;  // set_pollable(true): fires at the earliest timer, or now (deferred work)
   bool in_iteration_ = false;  // inside run_once()
   std::unique_ptr<TimerFd> timer_handler_;

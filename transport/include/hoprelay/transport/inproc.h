@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::transport::inproc {
@@ -42,7 +43,6 @@ class InprocInbound final : public InboundLink {
   friend class InprocOutbound;
   struct Entry {
     Slot slot;
-    void* cookie = nullptr;
     bool released = false;
     bool dropped = false;              // `outcome` holds what the node reported
     std::unique_ptr<Outcome> outcome;  // made at the first drop in this entry, then reused
@@ -66,7 +66,7 @@ class InprocOutbound final : public OutboundLink {
 
   bool up() const override { return up_; }
   uint32_t credits() const override;
-  uint32_t in_flight() const override { return static_cast<uint32_t>(in_.head_ - in_.tail_); }
+  uint32_t in_flight() const override { return ledger_.in_flight(); }
   uint32_t max_payload() const override { return up_ ? slot_size_ : 0; }
   bool post(const OutFrame& frame) override;
   // Every frame not acknowledged comes back (on_returned, newest first), then the node hears
@@ -87,6 +87,9 @@ class InprocOutbound final : public OutboundLink {
   LinkEvents& node_;
   LinkEvents& producer_;
   InprocInbound in_;
+  // The producer's frames not yet acknowledged (frame_ledger.h), by the same positions as the
+  // node's end numbers its entries until close().
+  FrameLedger ledger_;
   uint32_t slot_size_;
   bool up_ = false;
   bool closed_ = false;

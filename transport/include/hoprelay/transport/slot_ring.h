@@ -81,6 +81,7 @@ class SlotRing {
   // credits, which is a protocol violation).
   Slot* acquire();
   // Gives a slot back; returns how many credits that frees (0 while an older slot is held).
+  // A slot not held (released twice) frees nothing and is reported (invariants.h).
   uint32_t release(Slot& slot);
   Slot& at(uint32_t index) { return slots_[index]; }
   // Appends the origin of every frame whose credit has not gone back to the sender, released

@@ -209,6 +209,12 @@ struct ListenParams {
   // Inbound links the node expects (its upstream peers, or 1 for a head node's producer):
   // sizes the registered memory checked against RLIMIT_MEMLOCK up front.
   uint32_t expected_links = 1;
+  // Verbs: peers may RDMA WRITE into the receive rings (an upstream or a producer sends by
+  // WRITE with immediate). False: the rings are registered for local access only, so a peer
+  // that was admitted to SEND cannot rewrite a slot the stage or a downstream link is reading:
+  // its WRITE fails with a remote access error and its link closes. (The liveness probe, a
+  // zero-length WRITE, touches no memory and is checked against none: IBA C9-88.)
+  bool remote_write = true;
 };
 
 struct ConnectParams {
@@ -245,6 +251,9 @@ class Transport {
   // A reload: the topology hash that handshakes from now on carry and compare (links up now
   // stay as they are).
   virtual void set_topology_hash(uint64_t hash) = 0;
+  // A reload: whether peers may RDMA WRITE into the rings of links accepted from now on
+  // (ListenParams::remote_write; links up now keep theirs). Only verbs registers rings.
+  virtual void set_remote_write(bool writable) { (void)writable; }
   // This transport's outbound links act for `owner`'s node, on another thread
   // (daemon/link_threads.h): they send from the address `owner` listens on (the one peers
   // admit the node from) and post frames from memory `owner` registered (the node's slots,
