@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "hoprelay/common/cli_parse.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
 #include "hoprelay/daemon/cpu_pin.h"
+#include "hoprelay/daemon/loop_watch.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/transport/log.h"
 #include "spdlog/pattern_formatter.h"
@@ -427,6 +429,10 @@ int main(int argc, char** argv) {
         });
   });
 
+  // The stall detector of the node's loop (its stage workers and link threads have loops of
+  // their own, not watched yet).
+  std::optional<daemon::LoopWatch> loop_watch;
+  loop_watch.emplace(loop, node->metrics(), "node");
   std::function<void()> tick = [&] {
     node->tick();
     loop.after(std::chrono::seconds(1), tick);
@@ -434,6 +440,7 @@ int main(int argc, char** argv) {
   loop.after(std::chrono::seconds(1), tick);
   loop.run();
   node->tick();
+  loop_watch.reset();
   node.reset();
   if (!lost_device.empty()) wait_in_new_image(argv, lost_device);
   return exit_code;

@@ -118,6 +118,15 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
       "hoprelay_residence_seconds",
       "Per-hop residence: from a message's arrival in its slot to its release (acknowledged by "
       "every downstream, or consumed)");
+  loop_seconds_ = std::make_shared<HistogramFamily>(
+      "hoprelay_loop_iteration_seconds",
+      "Busy time of one event loop iteration (its work, not its wait for events), by loop");
+  loop_stalls_ = &BuildCounter()
+                      .Name("hoprelay_loop_stalls_total")
+                      .Help(
+                          "Event loop iterations longer than the stall threshold (100 ms), by "
+                          "loop: every link of the loop waited meanwhile")
+                      .Register(r);
   process_ = std::make_shared<ProcessCollector>();
   reloads_ = &BuildCounter()
                   .Name("hoprelay_config_reloads_total")
@@ -201,6 +210,7 @@ void NodeMetrics::serve() {
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(stage_seconds_);
   exposer_->RegisterCollectable(residence_seconds_);
+  exposer_->RegisterCollectable(loop_seconds_);
   exposer_->RegisterCollectable(process_);
   if (rdma_) exposer_->RegisterCollectable(rdma_);
 }
@@ -286,6 +296,12 @@ prometheus::Gauge& NodeMetrics::link_slots_in_use(const std::string& peer) {
 }
 LatencyHistogram& NodeMetrics::stage_seconds(const std::string& stage) {
   return stage_seconds_->add({{"stage", stage}});
+}
+LatencyHistogram& NodeMetrics::loop_iteration_seconds(const std::string& loop) {
+  return loop_seconds_->add({{"loop", loop}});
+}
+prometheus::Counter& NodeMetrics::loop_stalls(const std::string& loop) {
+  return loop_stalls_->Add({{"loop", loop}});
 }
 LatencyHistogram& NodeMetrics::residence_seconds() {
   return residence_seconds_->add({});

@@ -28,37 +28,6 @@ spdlog::logger& node_log() {
 
 namespace {
 
-// The host part of a peer address as transports report it: "ip:port", "[v6]:port" or "ip".
-std::string_view host_of(std::string_view address) {
-  if (address.starts_with('[')) return address.substr(1, address.find(']') - 1);
-  if (std::count(address.begin(), address.end(), ':') == 1) {
-    return address.substr(0, address.find(':'));
-  }
-  return address;
-}
-
-// Whether a connection from `peer_host` can come from the node declared at `declared`: one
-// of the addresses its listen host resolves to (nodes send from their listen address: the
-// transports bind outgoing connections to it). A wildcard listen address says nothing about
-// where the node sends from, so it matches anything. Control path: may resolve a name.
-bool from_declared_host(const config::Endpoint& declared, std::string_view peer_host) {
-  if (declared.is_wildcard()) return true;
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(declared.host.c_str(), nullptr, &hints, &res) != 0) return false;
-  bool match = false;
-  for (addrinfo* ai = res; ai && !match; ai = ai->ai_next) {
-    char host[NI_MAXHOST];
-    if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) ==
-        0) {
-      match = peer_host == host;
-    }
-  }
-  freeaddrinfo(res);
-  return match;
-}
-
 // Spreads origins over branches for route = "hash": one origin always takes the same branch.
 inline size_t origin_branch(uint32_t origin, size_t branches) {
   uint64_t x = origin * 0x9E3779B97F4A7C15ull;
@@ -79,6 +48,7 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
   }
+  admission_ = Admission(*topology_, *spec_);
   transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll};
   auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
@@ -248,7 +218,8 @@ transport::MemoryRegion& Node::lend_memory(size_t bytes) {
 
 void Node::start() {
   uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_->upstream.size()));
-  transport_->listen({spec_->listen, spec_->slots, spec_->slot_size, links});
+  transport_->listen(
+      {spec_->listen, spec_->slots, spec_->slot_size, links, admission_.accepts_writes()});
   // After the listen address: a stray second instance of this node is told so by the listen
   // error ("another hoprelayd for this node") rather than by the metrics port's.
   metrics_->serve();
@@ -262,40 +233,23 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
     reason = "node " + spec_->name + " is shutting down";
     return false;
   }
-  if (peer.role == transport::PeerRole::kProducer) {
-    if (spec_->is_head()) {
-      // Origins are identities: two producers of one origin would have their messages taken
-      // for each other's repeats. The first keeps its link.
-      for (const Inbound& in : inbound_) {
-        const transport::PeerInfo& other = in.link->peer();
-        if (other.role != transport::PeerRole::kProducer || other.origin != peer.origin) continue;
-        metrics_->rejected("origin_in_use").Increment();
-        reason = std::string(transport::kOriginInUse) + "origin " + std::to_string(peer.origin) +
-                 " has a producer connected to " + spec_->name + " already, from " + other.address +
-                 ": stop it, or give this producer another origin";
-        return false;
-      }
-      return true;
+  if (peer.role == transport::PeerRole::kProducer && spec_->is_head()) {
+    // Origins are identities: two producers of one origin would have their messages taken
+    // for each other's repeats. The first keeps its link.
+    for (const Inbound& in : inbound_) {
+      const transport::PeerInfo& other = in.link->peer();
+      if (other.role != transport::PeerRole::kProducer || other.origin != peer.origin) continue;
+      metrics_->rejected("origin_in_use").Increment();
+      reason = std::string(transport::kOriginInUse) + "origin " + std::to_string(peer.origin) +
+               " has a producer connected to " + spec_->name + " already, from " + other.address +
+               ": stop it, or give this producer another origin";
+      return false;
     }
-    metrics_->rejected("producer_not_head").Increment();
-    reason = "node " + spec_->name +
-             " is not a head node: producers send to a node without "
-             "upstream peers";
-    return false;
   }
-  if (std::find(spec_->upstream.begin(), spec_->upstream.end(), peer.name) !=
-      spec_->upstream.end()) {
-    const config::NodeSpec* declared = topology_->find(peer.name);
-    if (from_declared_host(declared->listen, host_of(peer.address))) return true;
-    metrics_->rejected("wrong_address").Increment();
-    reason = "\"" + peer.name + "\" connects from " + std::string(host_of(peer.address)) +
-             ", not from its address in topology " + topology_->name + " (" +
-             declared->listen.host + ")";
-    return false;
-  }
-  metrics_->rejected("not_upstream").Increment();
-  reason = "\"" + peer.name + "\" is not an upstream peer of " + spec_->name + " in topology " +
-           topology_->name;
+  // What the topology says (admission.h): resolved at load and reload, not here.
+  const Admission::Verdict verdict = admission_.check(peer, reason);
+  if (verdict == Admission::Verdict::kAdmit) return true;
+  metrics_->rejected(Admission::reason_label(verdict)).Increment();
   return false;
 }
 

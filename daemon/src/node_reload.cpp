@@ -87,10 +87,23 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
     }
   }
 
+  // Upstream hosts resolved now, before the point of no return (admission.h).
+  Admission admission(*next, *n);
+
   // Nothing below can fail: the reload is applied whole or not at all.
   std::vector<std::string> added, removed, moved;
   topology_ = std::move(next);
   spec_ = n;
+  const bool writes_before = admission_.accepts_writes();
+  admission_ = std::move(admission);
+  // A peer that now sends by RDMA WRITE restarts to do so: its new link gets a ring it may
+  // write into (and one that no longer does, one it may not).
+  if (admission_.accepts_writes() != writes_before) {
+    node_log().info("reload: receive rings of links accepted from now on are {}",
+                    admission_.accepts_writes() ? "remotely writable (a peer sends by WRITE)"
+                                                : "for SEND only (no peer sends by WRITE)");
+  }
+  transport_->set_remote_write(admission_.accepts_writes());
   // Peers that read the new file must not be told it differs from this node's.
   transport_->set_topology_hash(topology_->hash);
   if (link_threads_) link_threads_->set_topology_hash(topology_->hash);

@@ -82,13 +82,13 @@ check_clean() { # check_clean NAME FILE N
   fi
 }
 
-# chain NAME FORWARD BASE_PORT [POLL_B [COUNT [SIZE]]]: a -> b (crc32c stamp) -> c (verify-sink),
+# chain NAME FORWARD BASE_PORT [POLL_B [COUNT [SIZE [HOST]]]]: a -> b (crc32c stamp) -> c (verify-sink),
 # the producer writes into a; b completes its work by POLL_B (event or busy). A SIZE above the
 # 4 KiB slots goes as chunks: a forwards them as they come (passthrough, cut-through), b and c
 # reassemble (crc32c and verify-sink need whole messages), b sends them on as chunks again.
 chain() {
   local name=$1 forward=$2 t="$WORK/$1.toml" poll_b=${4:-event} count=${5:-$COUNT}
-  local size=${6:-1000}
+  local size=${6:-1000} host=${7:-$RXE_IP}
   local frames=$((count * ((size + 4 + 4095) / 4096))) # per message, as b forwards it (+ CRC)
   local pa=$(($3 + 1)) pb=$(($3 + 2)) pc=$(($3 + 3)) mc=$(($3 + 4))
   cat >"$t" <<T
@@ -100,18 +100,18 @@ slots = 32
 forward = "$forward"
 
 [nodes.a]
-listen = "$RXE_IP:$pa"
+listen = "$host:$pa"
 downstream = ["b"]
 ingress = "write"
 
 [nodes.b]
-listen = "$RXE_IP:$pb"
+listen = "$host:$pb"
 downstream = ["c"]
 stage = { plugin = "crc32c", mode = "stamp" }
 poll = "$poll_b"
 
 [nodes.c]
-listen = "$RXE_IP:$pc"
+listen = "$host:$pc"
 metrics = "127.0.0.1:$mc"
 stage = { plugin = "verify-sink", report = "$WORK/$name-c.json" }
 T
@@ -138,6 +138,34 @@ T
   grep -h "transport verbs" "$WORK/a.log" | head -1
   check_clean "A->B->C ingress=write forward=$forward poll(b)=$poll_b, $count messages of $size B" \
     "$WORK/$name-c.json" "$count"
+}
+
+# The chain over IPv6: every listen address is the rxe netdev's IPv6 address (documentation
+# range), so rdma_cm resolves, connects and admits by IPv6 and the RoCE v2 GID is the IPv6 one.
+# IPv6 is on the netdev for this scenario only (guest-init.sh keeps it off for the others).
+ipv6() {
+  local ip6=2001:db8::1 gid
+  sysctl -qw "net.ipv6.conf.$RXE_NETDEV.disable_ipv6=0"
+  ip -6 addr add "$ip6/64" dev "$RXE_NETDEV" nodad
+  gid=$(printf '%s' "$ip6" | python3 -c 'import ipaddress,sys; print(ipaddress.ip_address(sys.stdin.read()).exploded)')
+  for _ in $(seq 100); do
+    grep -qx "$gid" /sys/class/infiniband/"$RXE_DEV"/ports/1/gids/* 2>/dev/null && break
+    sleep 0.1
+  done
+  if grep -qx "$gid" /sys/class/infiniband/"$RXE_DEV"/ports/1/gids/* 2>/dev/null; then
+    chain chain-ipv6 send 7700 event "$COUNT" 1000 "[$ip6]"
+    # b admitted a by its IPv6 source address (the verbs transport reports it, admission
+    # compares it with a's declared host).
+    if grep -q "inbound link up: a from $ip6 " "$WORK/b.log"; then
+      pass "ipv6: b admitted a over rdma_cm from $ip6"
+    else
+      fail "ipv6: b.log has no 'inbound link up: a from $ip6': $(grep -m2 'inbound link' "$WORK/b.log")"
+    fi
+  else
+    fail "ipv6: no GID for $ip6 on $RXE_DEV after adding the address"
+  fi
+  ip -6 addr del "$ip6/64" dev "$RXE_NETDEV"
+  sysctl -qw "net.ipv6.conf.$RXE_NETDEV.disable_ipv6=1"
 }
 
 # An application at each end (docs/client.md): a 256 MiB byte stream from `hoprelay send
@@ -726,6 +754,40 @@ T
   check_clean "admission: declared upstream still served" "$WORK/admit-b.json" 500
 }
 
+# ingress by SEND only: the rings of a node whose peers all SEND (b: a forwards by send) are not
+# remotely writable. A relay started with a file that says forward = "write" (a peer that WRITEs
+# anyway) fails with a remote access error at its end, b's link from it closes, and b carries
+# on; a started again with the right file delivers everything, exactly once.
+send_only() {
+  local t="$WORK/sendonly.toml" bad="$WORK/sendonly-write.toml" pa=7721 pb=7722 mb=7723 ma=7724
+  pair_topology sendonly "$pa" "$pb" "$mb" |
+    sed "s/^downstream = \[\"b\"\]\$/downstream = [\"b\"]\nmetrics = \"127.0.0.1:$ma\"/" >"$t"
+  sed 's/^transport = "verbs"$/transport = "verbs"\nforward = "write"/' "$t" >"$bad"
+  start "$t" b
+  wait_metrics "$mb" || { fail "send_only: b did not start"; stop_all; return; }
+  start "$bad" a
+  wait_metrics "$ma" || { fail "send_only: a did not start"; stop_all; return; }
+  timeout 120 "$HOPRELAY" send --topology "$t" --to a --count 2000 --size 500 \
+    --connect-timeout 20 >"$WORK/sendonly-send.out" 2>&1 &
+  local sender=$! errors=0
+  for _ in $(seq 200); do
+    errors=$(metric "$ma" hoprelay_work_completion_errors_total 'status="remote')
+    [[ $errors -ge 1 ]] && break
+    sleep 0.1
+  done
+  if [[ $errors -ge 1 ]] && wait_metrics "$mb" && grep -q "SEND only" "$WORK/b.log" &&
+    grep -q "inbound link from a .* closed" "$WORK/b.log"; then
+    pass "send_only: a WRITE into a ring registered for SEND only fails at the writer (remote access error, $errors times), its link closes at b, b carries on"
+  else
+    fail "send_only: completion errors at a: $errors; b.log: $(grep -E 'SEND only|closed' "$WORK/b.log" | head -3)"
+  fi
+  restart_node "$t" a 1 "$WORK/a-write.log"
+  wait "$sender" || fail "send_only: hoprelay send failed: $(tail -3 "$WORK/sendonly-send.out")"
+  wait_received "$WORK/sendonly-b.json" 2000
+  stop_all || fail "send_only: a daemon did not exit 0 on SIGTERM"
+  check_clean "send_only: a restarted with forward = send, a -> b" "$WORK/sendonly-b.json" 2000
+}
+
 # Throughput at one size, hoprelay beside perftest. Reported, never asserted.
 # hoprelay's throughput beside ib_write_bw and ib_send_bw at every size of RXE_BENCH_SIZES
 # (default 64 B to 16 MiB), one hop (producer -> one) and three hops (-> a -> b -> c), with the
@@ -1143,6 +1205,7 @@ only chain && chain chain-send send 7100
 only chain && chain chain-write write 7110
 only chain && chain chain-busy send 7160 busy 5000
 only chain && chain chain-chunks write 7200 event 1000 20000
+only ipv6 && ipv6
 only stream && stream
 only outcomes && outcomes
 only nonblocking && nonblocking
@@ -1150,6 +1213,7 @@ only datapath_alloc && datapath_alloc
 only fanout && fanout
 only undeclared && undeclared
 only auth && auth
+only send_only && send_only
 only operator_errors && operator_errors
 only faults && faults
 only threads && threads 2 7600

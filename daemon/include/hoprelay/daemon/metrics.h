@@ -55,6 +55,9 @@ class NodeMetrics {
   PeerMetrics outbound(const std::string& peer, const std::string& opcode);
   prometheus::Counter& completion_errors(std::string_view status);
   prometheus::Counter& protocol_errors(std::string_view kind);
+  // An event loop's iteration times and stalls (loop_watch.h), by loop name.
+  LatencyHistogram& loop_iteration_seconds(const std::string& loop);
+  prometheus::Counter& loop_stalls(const std::string& loop);
   prometheus::Counter& stage_verdict(const std::string& stage, const char* verdict);
   prometheus::Counter& dropped(const char* reason);
   prometheus::Counter& rejected(const char* reason);
@@ -104,6 +107,8 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* link_slots_;
   std::shared_ptr<HistogramFamily> stage_seconds_;
   std::shared_ptr<HistogramFamily> residence_seconds_;
+  std::shared_ptr<HistogramFamily> loop_seconds_;
+  prometheus::Family<prometheus::Counter>* loop_stalls_;
   std::shared_ptr<ProcessCollector> process_;
   std::shared_ptr<RdmaHealthCollector> rdma_;  // verbs only
   prometheus::Family<prometheus::Counter>* reloads_;

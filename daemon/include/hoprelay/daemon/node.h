@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/admission.h"
 #include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/drop_log.h"
 #include "hoprelay/daemon/end_joins.h"
@@ -85,6 +86,8 @@ class Node final : public transport::LinkEvents {
   // A reload that failed before reaching the node (the file does not validate), or that the
   // node refused: counted as a failed reload.
   void reload_failed() { metrics_->config_loaded(false, 0); }
+  // Its metrics, for what runs beside the node on its loop (loop_watch.h).
+  NodeMetrics& metrics() { return *metrics_; }
 
   // A leaf node's messages go to `receiver` (before start()); it must outlive the node's links.
   // It also makes the node reassemble chunked messages whatever its stage takes.
@@ -331,6 +334,7 @@ class Node final : public transport::LinkEvents {
   std::vector<prometheus::Counter*> worker_counters_;
   std::vector<uint64_t> worker_counted_;
   std::unique_ptr<NodeMetrics> metrics_;
+  Admission admission_;  // who may connect, from the topology (admission.h)
   std::unique_ptr<transport::Transport> transport_;
   // `link_threads` > 0: the downstream links' threads (their transports are their own).
   std::unique_ptr<LinkThreads> link_threads_;

@@ -1,0 +1,117 @@
+#include "hoprelay/daemon/admission.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "hoprelay/transport/log.h"
+
+namespace hoprelay::daemon {
+
+namespace {
+
+spdlog::logger& log() {
+  static auto logger = module_logger("node");
+  return *logger;
+}
+
+// Every numeric address `host` resolves to (setup path).
+std::vector<std::string> resolve_all(const std::string& host, std::string& error) {
+  std::vector<std::string> out;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) {
+    error = gai_strerror(rc);
+    return out;
+  }
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    char text[NI_MAXHOST];
+    if (getnameinfo(ai->ai_addr, ai->ai_addrlen, text, sizeof(text), nullptr, 0, NI_NUMERICHOST) ==
+        0) {
+      out.emplace_back(text);
+    }
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+const char* Admission::reason_label(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kProducerNotHead:
+      return "producer_not_head";
+    case Verdict::kWrongAddress:
+      return "wrong_address";
+    case Verdict::kNotUpstream:
+      return "not_upstream";
+    case Verdict::kAdmit:
+      break;
+  }
+  return "admitted";
+}
+
+std::string_view Admission::host_of(std::string_view address) {
+  if (address.starts_with('[')) return address.substr(1, address.find(']') - 1);
+  if (std::count(address.begin(), address.end(), ':') == 1) {
+    return address.substr(0, address.find(':'));
+  }
+  return address;
+}
+
+Admission::Admission(const config::Topology& topology, const config::NodeSpec& self)
+    : node_(self.name),
+      pipeline_(topology.name),
+      head_(self.is_head()),
+      accepts_writes_(head_ && self.ingress == config::Ingress::kWrite) {
+  for (const std::string& name : self.upstream) {
+    const config::NodeSpec* declared = topology.find(name);
+    if (!declared) continue;
+    accepts_writes_ |= declared->forward == config::Forward::kWrite;
+    Upstream u{name, declared->listen.host, declared->listen.is_wildcard(), {}};
+    if (!u.any) resolve(u);
+    upstream_.push_back(std::move(u));
+  }
+}
+
+void Admission::resolve(Upstream& u) {
+  std::string error;
+  u.hosts = resolve_all(u.declared_host, error);
+  if (!u.hosts.empty()) return;
+  u.retry_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  log().warn(
+      "upstream peer {}: its listen host {} does not resolve ({}): it is refused until it "
+      "does (tried again when it connects, at most every 5 s)",
+      u.name, u.declared_host, error.empty() ? "no address" : error);
+}
+
+Admission::Verdict Admission::check(const transport::PeerInfo& peer, std::string& reason) {
+  if (peer.role == transport::PeerRole::kProducer) {
+    if (head_) return Verdict::kAdmit;
+    reason = "node " + node_ +
+             " is not a head node: producers send to a node without "
+             "upstream peers";
+    return Verdict::kProducerNotHead;
+  }
+  auto it = std::find_if(upstream_.begin(), upstream_.end(),
+                         [&](const Upstream& u) { return u.name == peer.name; });
+  if (it == upstream_.end()) {
+    reason =
+        "\"" + peer.name + "\" is not an upstream peer of " + node_ + " in topology " + pipeline_;
+    return Verdict::kNotUpstream;
+  }
+  if (!it->any && it->hosts.empty() && std::chrono::steady_clock::now() >= it->retry_at) {
+    resolve(*it);  // it failed when the topology was loaded: the one lookup on the loop
+  }
+  const std::string_view host = host_of(peer.address);
+  if (it->any || std::find(it->hosts.begin(), it->hosts.end(), host) != it->hosts.end()) {
+    return Verdict::kAdmit;
+  }
+  reason = "\"" + peer.name + "\" connects from " + std::string(host) +
+           ", not from its address in topology " + pipeline_ + " (" + it->declared_host + ")";
+  return Verdict::kWrongAddress;
+}
+
+}  // namespace hoprelay::daemon

@@ -1,0 +1,53 @@
+// The stall detector on a real event loop: an iteration that sleeps past the threshold is
+// counted, observed in the histogram and logged; detaching leaves the loop as it was.
+#include "hoprelay/daemon/loop_watch.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/client_metric.h>
+#include <prometheus/counter.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include <chrono>
+#include <thread>
+
+#include "hoprelay/daemon/metrics.h"
+#include "hoprelay/transport/log.h"
+
+namespace hoprelay::daemon {
+namespace {
+
+TEST(LoopWatch, AnIterationPastTheThresholdIsCountedObservedAndLogged) {
+  transport::EventLoop loop;
+  NodeMetrics metrics("n", "tcp", std::nullopt);
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  module_logger("loop")->sinks().push_back(sink);
+  {
+    LoopWatch watch(loop, metrics, "node", 5'000'000);  // 5 ms
+    // Two quick iterations, then two that sleep 20 ms each: at least 20 ms busy, certainly.
+    loop.run_once(std::chrono::milliseconds(0));
+    loop.run_once(std::chrono::milliseconds(0));
+    for (int i = 0; i < 2; ++i) {
+      loop.defer([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+      loop.run_once(std::chrono::milliseconds(0));
+    }
+    EXPECT_GE(metrics.loop_stalls("node").Value(), 2.0);
+    prometheus::ClientMetric m;
+    metrics.loop_iteration_seconds("node").collect(m);
+    EXPECT_EQ(m.histogram.sample_count, 4u) << "every iteration is observed";
+    EXPECT_GE(m.histogram.sample_sum, 0.040);
+  }
+  const auto lines = sink->last_formatted();
+  module_logger("loop")->sinks().pop_back();
+  ASSERT_EQ(lines.size(), 1u) << "the first stall at once, the next one throttled";
+  EXPECT_NE(lines[0].find("the node event loop stalled: one iteration took"), std::string::npos)
+      << lines[0];
+  // Detached: the loop runs on without it.
+  loop.defer([] { std::this_thread::sleep_for(std::chrono::milliseconds(10)); });
+  loop.run_once(std::chrono::milliseconds(0));
+  prometheus::ClientMetric m;
+  metrics.loop_iteration_seconds("node").collect(m);
+  EXPECT_EQ(m.histogram.sample_count, 4u);
+}
+
+}  // namespace
+}  // namespace hoprelay::daemon
