@@ -508,16 +508,16 @@ void Producer::on_acked(transport::OutboundLink&, void* cookie) {
   if (b->outcome) {
     // Acknowledgements come in order, and a message's frames are contiguous: its drops
     // gather here until its last frame.
-    if (!message_outcome_) message_outcome_ = take_outcome();
+    if (!message_outcome_) message_outcome_ = outcomes_.take();
     message_outcome_->merge(*b->outcome);
-    give_back(b->outcome);
+    outcomes_.give_back(b->outcome);
   }
   if (b->flags & transport::kFlagEnd) {
     ended_ = true;
   } else if (!(b->flags & transport::kFlagMore)) {
     ++acked_;  // a message's last frame
     settle(b->seq, message_outcome_, message_outcome_ ? HOPRELAY_DROPPED : HOPRELAY_DELIVERED);
-    give_back(message_outcome_);
+    outcomes_.give_back(message_outcome_);
   }
   bytes_acked_ += b->length;
   release(*b);
@@ -526,7 +526,7 @@ void Producer::on_acked(transport::OutboundLink&, void* cookie) {
 void Producer::on_outcome(transport::OutboundLink&, void* cookie,
                           const transport::Outcome& outcome) {
   auto* b = static_cast<Buffer*>(cookie);
-  if (!b->outcome) b->outcome = take_outcome();
+  if (!b->outcome) b->outcome = outcomes_.take();
   b->outcome->merge(outcome);
 }
 
@@ -536,22 +536,6 @@ void Producer::settle_repeat(Buffer& b) {
     settle(b.seq, nullptr, HOPRELAY_REPEAT);
   }
   release(b);
-}
-
-transport::Outcome* Producer::take_outcome() {
-  if (free_outcomes_.empty()) {
-    outcome_store_.push_back(std::make_unique<transport::Outcome>());
-    free_outcomes_.push_back(outcome_store_.back().get());
-  }
-  transport::Outcome* o = free_outcomes_.back();
-  free_outcomes_.pop_back();
-  return o;
-}
-
-void Producer::give_back(transport::Outcome*& o) {
-  if (!o) return;
-  o->clear();
-  free_outcomes_.push_back(std::exchange(o, nullptr));
 }
 
 void Producer::settle(uint64_t seq, const transport::Outcome* outcome,

@@ -29,6 +29,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/daemon/ring_queue.h"
+#include "hoprelay/transport/outcome_pool.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::client {
@@ -118,8 +119,6 @@ class Producer final : public transport::LinkEvents {
   // A message's last frame was acknowledged (or found a repeat): its outcome is counted and
   // handed to the application. `outcome`: the drops reported for its frames, or null.
   void settle(uint64_t seq, const transport::Outcome* outcome, hoprelay_outcome_status status);
-  transport::Outcome* take_outcome();
-  void give_back(transport::Outcome*& o);
   void pump();  // posts what the queue holds, in order, as far as credits go
   // The ring: where `n` buffers would be taken now, contiguous (not across the ring's end)
   // if asked; whether they are free; taking them (the first); giving back the oldest.
@@ -168,9 +167,8 @@ class Producer final : public transport::LinkEvents {
   // Calls on_outcome_ with in_outcome_ set.
   void report(const hoprelay_outcome& out);
   hoprelay_outcome_counts counts_{};
-  // Outcome records: a free list that grows to the most held at once (drops only).
-  std::vector<std::unique_ptr<transport::Outcome>> outcome_store_;
-  std::vector<transport::Outcome*> free_outcomes_;
+  // Outcome records of dropped messages (outcome_pool.h, as the node's).
+  transport::OutcomePool outcomes_;
   transport::Outcome* message_outcome_ = nullptr;  // the drops of the message being acked
   bool was_up_ = false;
   bool ending_ = false;        // end() was called: nothing more may be sent

@@ -2,6 +2,8 @@
 
 #include <prometheus/counter.h>
 
+#include <vector>
+
 namespace hoprelay::daemon {
 
 HotCounters::Ref HotCounters::wrap(prometheus::Counter& counter) {
@@ -11,6 +13,15 @@ HotCounters::Ref HotCounters::wrap(prometheus::Counter& counter) {
     it->second = &entries_.back();
   }
   return Ref(this, it->second);
+}
+
+void HotCounters::forget(prometheus::Counter& counter) {
+  auto it = by_counter_.find(&counter);
+  if (it == by_counter_.end()) return;
+  Entry* e = it->second;
+  if (e->dirty) std::erase(dirty_, e);
+  *e = Entry{};
+  by_counter_.erase(it);
 }
 
 void HotCounters::flush() {

@@ -10,6 +10,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <map>
+
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -285,10 +287,23 @@ prometheus::Counter& NodeMetrics::replayed(const std::string& peer) {
 prometheus::Gauge& NodeMetrics::credits(const std::string& peer) {
   return credits_->Add({{"peer", peer}});
 }
-void NodeMetrics::forget_downstream(const std::string& peer) {
+void NodeMetrics::forget_downstream(const std::string& peer, const std::string& opcode) {
   link_up_->Remove(&link_up_->Add({{"peer", peer}, {"direction", "out"}}));
   queued_->Remove(&queued_->Add({{"peer", peer}}));
   credits_->Remove(&credits_->Add({{"peer", peer}}));
+  // Counters too: the data path's handles to them went with the downstream.
+  auto drop_hot = [this](prometheus::Family<prometheus::Counter>* family,
+                         const std::map<std::string, std::string>& labels) {
+    prometheus::Counter& c = family->Add(labels);
+    hot_.forget(c);
+    family->Remove(&c);
+  };
+  drop_hot(tx_messages_, {{"peer", peer}, {"opcode", opcode}});
+  drop_hot(tx_bytes_, {{"peer", peer}, {"opcode", opcode}});
+  drop_hot(dropped_below_, {{"peer", peer}});
+  for (auto* family : {reconnects_, replayed_, rdma_connect_timeouts_}) {
+    family->Remove(&family->Add({{"peer", peer}}));
+  }
 }
 
 prometheus::Gauge& NodeMetrics::link_slots_in_use(const std::string& peer) {

@@ -287,28 +287,10 @@ void Node::abort_orphans() {
   });
 }
 
-transport::Slot* Node::own_frame() {
-  if (abort_slots_.empty()) {
-    // Header-only frames: each slot gets a frame buffer for its header and no payload room.
-    abort_frames_.resize(kAbortSlots * transport::kFrameHeaderSize);
-    abort_slots_.resize(kAbortSlots);
-    for (size_t i = 0; i < kAbortSlots; ++i) {
-      abort_slots_[i].frame = abort_frames_.data() + i * transport::kFrameHeaderSize;
-      free_aborts_.push_back(&abort_slots_[i]);
-    }
-  }
-  if (free_aborts_.empty()) return nullptr;
-  transport::Slot* s = free_aborts_.back();
-  free_aborts_.pop_back();
-  s->length = 0;
-  s->link = nullptr;  // the node's own: release() gives it back to free_aborts_
-  return s;
-}
-
 void Node::send_abort(Partial& p) {
-  transport::Slot* s = own_frame();
+  transport::Slot* s = own_frames_.take();
   if (!s || branches_of(p).peers.empty()) {
-    if (s) free_aborts_.push_back(s);
+    if (s) own_frames_.give_back(*s);
     // Downstream then learns it from the next frame on the link (a reassembling node gives
     // the message up on it); the link must not wait for the rest of the message any longer.
     for (auto& d : downstream_) {

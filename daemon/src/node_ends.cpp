@@ -86,7 +86,7 @@ uint64_t Node::end_limit_ns() const {
 bool Node::give_up_end(EndJoins::Key key, const char* why) {
   const EndJoins::Waiting* w = end_joins_.waiting(key);
   transport::Slot* held = w ? w->held : nullptr;
-  transport::Slot* s = held ? held : own_frame();
+  transport::Slot* s = held ? held : own_frames_.take();
   if (!s) return false;  // every frame of its own in flight: the next tick tries again
   if (why) log_given_up_end(key, w ? w->peers.size() : 0, why);
   end_joins_.stop_waiting(key);

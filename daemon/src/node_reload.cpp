@@ -37,9 +37,9 @@ void Node::retire_if_done(Downstream& d) {
     const std::string name = dying->name;
     downstream_.erase(it);
     // Its series go with it: a link_up of 0 for a peer removed on purpose would fire
-    // HoprelayLinkDown for good, and nothing samples its queue or credits any more. (Its
-    // counters stay: the data path's handles to them live as long as the node.)
-    metrics_->forget_downstream(name);
+    // HoprelayLinkDown for good, nothing samples its queue or credits any more, and its
+    // counters would stay for as long as the node (their handles went with `dying`).
+    metrics_->forget_downstream(name, forward_opcode());
   });
 }
 

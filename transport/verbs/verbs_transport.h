@@ -12,7 +12,8 @@
 // operation. The sender keeps one control receive posted per credit (plus spare), so credit
 // frames never meet an RNR either.
 //
-// Setup and teardown: verbs_setup.cpp. Per-message path: verbs_datapath.cpp.
+// Setup and teardown: verbs_setup.cpp (the transport), verbs_inbound_setup.cpp and
+// verbs_outbound_setup.cpp (a link's). Per-message path: verbs_datapath.cpp.
 #pragma once
 
 #include <array>
@@ -82,6 +83,9 @@ class CqHandler {
   virtual bool poll_cq() = 0;
   // The connection whose CQ signals (it counts the events not yet acknowledged), or null.
   virtual Connection* cq_connection() = 0;
+  // The CQ could not be re-armed (ibv_req_notify_cq failed): no event would come for it again,
+  // so the link fails now rather than wait in silence.
+  virtual void cq_failed(std::string_view why) = 0;
 
  protected:
   ~CqHandler() = default;
@@ -115,6 +119,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
                    std::span<const std::byte> private_data) override;
   bool poll_cq() override;
   Connection* cq_connection() override { return &conn_; }
+  void cq_failed(std::string_view why) override { fail(why); }
   void release(Slot& slot, const Outcome* outcome) override;
   void drain() override;
   uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
@@ -129,6 +134,7 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
  private:
   enum class State { kAccepting, kUp, kClosed };
 
+  CmWelcome welcome();
   // The receives of the next `count` slots in ring order (receives_posted_), chained.
   bool post_receives(uint32_t count);
   // Pre-shared key admission: the sender's answer to our challenge, then our WELCOME.
@@ -187,6 +193,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
                    std::span<const std::byte> private_data) override;
   bool poll_cq() override;
   Connection* cq_connection() override { return conn_.get(); }
+  void cq_failed(std::string_view why) override { drop(why, true); }
   bool up() const override { return state_ == State::kUp; }
   uint32_t credits() const override;
   uint32_t in_flight() const override { return ledger_.in_flight(); }

@@ -53,6 +53,10 @@ class HotCounters {
   void on_first_add(std::function<void()> fn) { schedule_ = std::move(fn); }
   // Hands every pending sum to its prometheus counter.
   void flush();
+  // The counter is about to go (its series removed): its entry is dropped, what it had pending
+  // with it. Every Ref to it must be gone already. The entry's memory stays (handles point into
+  // a deque), a few bytes per series removed.
+  void forget(prometheus::Counter& counter);
 
  private:
   void mark(Entry& e) {

@@ -70,8 +70,9 @@ class NodeMetrics {
   // Frames sent to the peer and not acknowledged when its link failed: sent again.
   prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
-  // A downstream removed by a reload: its gauges (link_up, queued, credits) go.
-  void forget_downstream(const std::string& peer);
+  // A downstream removed by a reload: every series of it goes (link_up, queued, credits, and
+  // its counters; `opcode`: what it was forwarded with). Its handles must be gone already.
+  void forget_downstream(const std::string& peer, const std::string& opcode);
   LatencyHistogram& stage_seconds(const std::string& stage);
   // `threads` > 1: messages the stage ran on, per worker thread (how the work spreads).
   // `worker`: "0", "1", ... or "loop" (the event loop's share, StageWorkers::lend_a_hand).

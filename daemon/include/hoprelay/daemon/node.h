@@ -20,10 +20,12 @@
 #include "hoprelay/daemon/link_threads.h"
 #include "hoprelay/daemon/log_throttle.h"
 #include "hoprelay/daemon/metrics.h"
+#include "hoprelay/daemon/own_frames.h"
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/daemon/stage_workers.h"
 #include "hoprelay/stages/stage.h"
+#include "hoprelay/transport/outcome_pool.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::daemon {
@@ -315,9 +317,6 @@ class Node final : public transport::LinkEvents {
   void expire_ends();
   void settle_ends();
   void pass_on_end(transport::Slot& slot);
-  // A header-only frame of the node's own (an abort, an end mark), or null when all are in
-  // flight; release() takes it back.
-  transport::Slot* own_frame();
   void check_drained();
 
   std::shared_ptr<const config::Topology> topology_;
@@ -352,18 +351,12 @@ class Node final : public transport::LinkEvents {
   const uint64_t started_ns_;  // the node's start: end marks are held a while after it
   LogThrottle ends_given_up_;  // end marks passed on without every branch's copy
   DropLog drops_;
-  // Outcomes of messages given up here or below (Slot::outcome). A free list that grows to the
-  // most held at once (at most one per slot): a drop allocates only until then.
-  std::vector<std::unique_ptr<transport::Outcome>> outcome_store_;
-  std::vector<transport::Outcome*> free_outcomes_;
+  // Outcomes of messages given up here or below (Slot::outcome).
+  transport::OutcomePool outcomes_;
   std::string detail_;  // stage_detail()'s text
   PartialTable partials_;
   std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
-  // Frames the node itself sends (own_frame(): aborts, end marks): header-only slots.
-  static constexpr size_t kAbortSlots = 64;
-  std::vector<std::byte> abort_frames_;
-  std::vector<transport::Slot> abort_slots_;
-  std::vector<transport::Slot*> free_aborts_;
+  OwnFrames own_frames_;            // aborts and end marks of the node's own (release() gives back)
   size_t round_robin_ = 0;
   uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
   transport::Slot* held_list_ = nullptr;  // those slots (Slot::held_next)
