@@ -49,5 +49,23 @@ TEST(LoopWatch, AnIterationPastTheThresholdIsCountedObservedAndLogged) {
   EXPECT_EQ(m.histogram.sample_count, 4u);
 }
 
+// Waiting for events is not work: an iteration that sleeps 100 ms in epoll_wait for its timer is
+// no stall at a 50 ms threshold.
+TEST(LoopWatch, TheWaitForEventsIsNotCounted) {
+  transport::EventLoop loop;
+  NodeMetrics metrics("n", "tcp", std::nullopt);
+  LoopWatch watch(loop, metrics, "node", 50'000'000);
+  bool fired = false;
+  loop.after(std::chrono::milliseconds(100), [&] { fired = true; });
+  const auto start = std::chrono::steady_clock::now();
+  while (!fired) loop.run_once(std::chrono::milliseconds(1000));
+  ASSERT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_EQ(metrics.loop_stalls("node").Value(), 0.0);
+  prometheus::ClientMetric m;
+  metrics.loop_iteration_seconds("node").collect(m);
+  EXPECT_GE(m.histogram.sample_count, 1u);
+  EXPECT_LT(m.histogram.sample_sum, 0.050) << "the 100 ms of waiting counted as work";
+}
+
 }  // namespace
 }  // namespace hoprelay::daemon

@@ -179,12 +179,16 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
     explicit Iteration(bool& f) : flag(f) { flag = true; }
     ~Iteration() { flag = false; }
   } iteration(in_iteration_);
-  // The stall detector's measure: the iteration's work before the wait and after it.
-  const uint64_t started_ns = observer_ ? monotonic_ns() : 0;
+  // The stall detector's measure: the iteration's work before the wait and after it. It reads
+  // the clock only where the iteration does not already (a busy loop: once more, at its end).
+  const bool watched = observer_ != nullptr;
+  const bool had_deferred = !deferred_.empty();
+  uint64_t started_ns = watched && had_deferred ? monotonic_ns() : 0;
   // Work deferred outside an iteration (an application's call into libhoprelay posted frames)
   // goes out before the wait, not after it.
   run_deferred();
   update_now();
+  if (watched && !had_deferred) started_ns = now_ns_;
   // Busy polling: with a poller the completion queues are not armed, so nothing would wake
   // epoll for them; spinning (TCP) the sockets are in epoll but a wake-up is what busy mode
   // avoids. Either way epoll only looks, without waiting. The timers below still run on every
@@ -198,20 +202,22 @@ void EventLoop::run_once(std::chrono::milliseconds timeout) {
                  1;
     if (until < wait_ms || wait_ms < 0) wait_ms = static_cast<int>(std::max<int64_t>(0, until));
   }
-  const uint64_t waiting_ns = observer_ ? monotonic_ns() : 0;
+  // A wait that may block is not work: measured only then (never in a busy loop).
+  const bool may_block = watched && wait_ms != 0;
+  const uint64_t waiting_ns = may_block ? monotonic_ns() : 0;
   epoll_event events[64];
   int n = epoll_wait(epfd_, events, 64, wait_ms);
   if (n < 0 && errno != EINTR)
     throw std::system_error(errno, std::generic_category(), "epoll_wait");
   if (n > 0) update_now();
-  const uint64_t woken_ns = observer_ ? (n > 0 ? now_ns_ : monotonic_ns()) : 0;
+  const uint64_t woken_ns = may_block ? (n > 0 ? now_ns_ : monotonic_ns()) : 0;
   for (int i = 0; i < n; ++i) static_cast<Handler*>(events[i].data.ptr)->on_io(events[i].events);
   run_deferred();
   run_timers();
   run_deferred();
   in_iteration_ = false;
   arm_timer_fd();
-  if (observer_) observer_->on_iteration((waiting_ns - started_ns) + (monotonic_ns() - woken_ns));
+  if (watched) observer_->on_iteration(monotonic_ns() - started_ns - (woken_ns - waiting_ns));
 }
 
 void EventLoop::run() {
