@@ -67,5 +67,27 @@ TEST(LoopWatch, TheWaitForEventsIsNotCounted) {
   EXPECT_LT(m.histogram.sample_sum, 0.050) << "the 100 ms of waiting counted as work";
 }
 
+// A busy loop (poll = "busy") reads the clock no more often for the watch: an iteration is
+// reported at the next one's start. A stall in it is still counted.
+TEST(LoopWatch, ABusyLoopsStallIsCountedAtTheNextIteration) {
+  transport::EventLoop loop;
+  loop.set_spin(true);
+  NodeMetrics metrics("n", "tcp", std::nullopt);
+  LoopWatch watch(loop, metrics, "node", 5'000'000);
+  loop.run_once(std::chrono::milliseconds(0));
+  loop.run_once(std::chrono::milliseconds(0));
+  EXPECT_EQ(metrics.loop_stalls("node").Value(), 0.0);
+  // Work deferred between iterations runs first thing in the next one, before its clock read:
+  // it counts to the span from the previous start, reported at once.
+  loop.defer([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  loop.run_once(std::chrono::milliseconds(0));
+  loop.run_once(std::chrono::milliseconds(0));
+  EXPECT_EQ(metrics.loop_stalls("node").Value(), 1.0);
+  prometheus::ClientMetric m;
+  metrics.loop_iteration_seconds("node").collect(m);
+  EXPECT_EQ(m.histogram.sample_count, 3u) << "the first iteration has none before it";
+  EXPECT_GE(m.histogram.sample_sum, 0.020);
+}
+
 }  // namespace
 }  // namespace hoprelay::daemon

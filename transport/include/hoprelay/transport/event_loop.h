@@ -23,6 +23,8 @@ class EventLoop {
   };
   // Told the busy time of every iteration (its work, not its wait for events), at its end, on
   // the loop's thread: the stall detector (daemon/loop_watch.h). Must not allocate or lock.
+  // A busy loop (busy()) reports each iteration at the start of the next, as the time between
+  // their starts: meant for run(), whose iterations follow each other.
   class IterationObserver {
    public:
     virtual void on_iteration(uint64_t busy_ns) = 0;
@@ -104,6 +106,7 @@ class EventLoop {
   bool spin_ = false;
   uint64_t now_ns_ = 0;
   IterationObserver* observer_ = nullptr;
+  uint64_t last_started_ns_ = 0;  // a busy loop's previous iteration (observer_ only)
   int timer_fd_ = -1;  // set_pollable(true): fires at the earliest timer, or now (deferred work)
   bool in_iteration_ = false;  // inside run_once()
   std::unique_ptr<TimerFd> timer_handler_;
