@@ -2,8 +2,8 @@
 // link waits while it does (a DNS lookup, a slow plugin, a memory registration, the machine
 // swapping). Each iteration's busy time (its work, not its wait for events) goes into
 // hoprelay_loop_iteration_seconds{loop}; an iteration longer than the threshold is a stall,
-// counted in hoprelay_loop_stalls_total{loop} and logged as a warning: the first at once, then
-// at most one line per 5 s saying how many more (LogThrottle).
+// counted in hoprelay_loop_stalls_total{loop} and logged (a warning from 1 s on, else info): the
+// first at once, then at most one line per 5 s saying how many more (LogThrottle).
 //
 // Owns: its histogram child, counter handle and throttle. Attaches itself to the loop for its
 // lifetime (EventLoop::set_iteration_observer), so it must go before the loop and the metrics.
@@ -28,6 +28,7 @@ class NodeMetrics;
 class LoopWatch final : public transport::EventLoop::IterationObserver {
  public:
   static constexpr uint64_t kDefaultStallNs = 100'000'000;  // 100 ms
+  static constexpr uint64_t kWarnNs = 1'000'000'000;        // a stall this long is a warning
 
   LoopWatch(transport::EventLoop& loop, NodeMetrics& metrics, std::string name,
             uint64_t stall_ns = kDefaultStallNs);
