@@ -29,9 +29,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
     : topology_(std::move(topology)),
       spec_(topology_->find(node_name)),
       loop_(loop),
-      stage_(std::move(stage)),
-      stamp_(EndJoins::stamp_of(node_name)),
-      started_ns_(monotonic_ns()) {
+      started_ns_(monotonic_ns()),
+      held_(node_name) {
   transport::Identity id{transport::PeerRole::kNode, spec_->name, topology_->hash, 0};
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
@@ -58,33 +57,27 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   }
   metrics_ =
       std::make_unique<NodeMetrics>(spec_->name, std::string(transport_->name()), spec_->metrics);
-  std::string stage_name(stage_.name());
-  stage_forward_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "forward"));
-  stage_drop_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "drop"));
-  stage_error_ = metrics_->hot().wrap(metrics_->stage_verdict(stage_name, "error"));
-  dropped_by_stage_ = metrics_->hot().wrap(metrics_->dropped("stage_drop"));
-  dropped_stage_error_ = metrics_->hot().wrap(metrics_->dropped("stage_error"));
-  dropped_too_large_ = metrics_->hot().wrap(metrics_->dropped("too_large_for_peer"));
   dropped_duplicate_ = metrics_->hot().wrap(metrics_->dropped("duplicate"));
-  dropped_peer_down_ = metrics_->hot().wrap(metrics_->dropped("peer_down"));
   dropped_incomplete_ = metrics_->hot().wrap(metrics_->dropped("incomplete"));
   dropped_reassembly_full_ = metrics_->hot().wrap(metrics_->dropped("reassembly_full"));
   // The data path's counter sums reach prometheus at the end of the loop iteration.
   metrics_->hot().on_first_add([this] { loop_.defer([this] { metrics_->hot().flush(); }); });
   slots_in_use_ = &metrics_->slots_in_use();
-  stage_seconds_ = &metrics_->stage_seconds(stage_name);
   residence_seconds_ = &metrics_->residence_seconds();
-  configure_workers();
+  stage_ = std::make_unique<StageRunner>(*spec_, loop_, std::move(stage), *metrics_, held_, drops_,
+                                         [this](StageJob& job) { finish_job(job); });
   metrics_->config_loaded(true, topology_->hash);
   export_upstream_series();
-  end_joins_.set_topology(*topology_, spec_->name);
   // Deduplication forgets no origin an upstream sender may still send again (dedup.h).
   dedup_.set_pinned([this](std::vector<uint32_t>& out) {
-    for (const Inbound& in : inbound_) in.link->unreturned_origins(out);
-    for (const transport::InboundLink* link : dead_links_) link->unreturned_origins(out);
+    for (const auto& in : inbound_) in->link->unreturned_origins(out);
+    held_.for_each_gone([&](const transport::InboundLink& link) { link.unreturned_origins(out); });
   });
-  for (const auto& name : spec_->downstream) add_downstream(name);
-  rebuild_active();
+  Releaser& owner = *this;  // (a private base: make_unique cannot see it)
+  downstreams_ = std::make_unique<Downstreams>(*topology_, *spec_, loop_, *metrics_, held_, drops_,
+                                               owner, *transport_, link_threads_.get());
+  end_marks_ = std::make_unique<EndMarks>(*topology_, *spec_, loop_, held_, *downstreams_, owner,
+                                          started_ns_);
   if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {
     node_log().info(
         "on_peer_down = drop-after: messages for a downstream down longer than {} are "
@@ -95,11 +88,11 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
 
 Node::~Node() {
   // The workers first: they write into slots the links own.
-  workers_.reset();
+  stage_->stop_workers();
   // Links first: they call back into the node while they close.
-  for (auto& d : downstream_) d->link.reset();
+  downstreams_->destroy_links();
   link_threads_.reset();  // after the links: their threads destroy the real ones
-  for (auto& d : downstream_) cancel_peer_down(*d);
+  downstreams_->cancel_timers();
   lent_.clear();
   transport_.reset();
   metrics_->hot().on_first_add(nullptr);
@@ -118,7 +111,7 @@ void Node::start() {
   // After the listen address: a stray second instance of this node is told so by the listen
   // error ("another hoprelayd for this node") rather than by the metrics port's.
   metrics_->serve();
-  for (auto& d : downstream_) connect(*d);
+  downstreams_->connect_all();
   started_ = true;
 }
 
@@ -131,8 +124,8 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
   if (peer.role == transport::PeerRole::kProducer && spec_->is_head()) {
     // Origins are identities: two producers of one origin would have their messages taken
     // for each other's repeats. The first keeps its link.
-    for (const Inbound& in : inbound_) {
-      const transport::PeerInfo& other = in.link->peer();
+    for (const auto& in : inbound_) {
+      const transport::PeerInfo& other = in->link->peer();
       if (other.role != transport::PeerRole::kProducer || other.origin != peer.origin) continue;
       metrics_->rejected("origin_in_use").Increment();
       reason = std::string(transport::kOriginInUse) + "origin " + std::to_string(peer.origin) +
@@ -150,10 +143,12 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
 
 void Node::on_inbound_up(transport::InboundLink& link) {
   const std::string peer = inbound_label(link);
-  Inbound in{&link, metrics_->inbound(peer, link.in_process() ? "in-process" : transport_->name()),
-             &metrics_->link_slots_in_use(peer)};
-  in.metrics.up->Increment();  // a count: several producers share the "producer" label
-  inbound_.push_back(in);
+  // Its context from here on (LinkNotes::of): one allocation per link, none per message.
+  auto in = std::make_unique<Inbound>(
+      link, metrics_->inbound(peer, link.in_process() ? "in-process" : transport_->name()),
+      &metrics_->link_slots_in_use(peer));
+  in->metrics.up->Increment();  // a count: several producers share the "producer" label
+  inbound_.push_back(std::move(in));
   // Admitted before the drain began but up only now (an authenticating peer, or a verbs
   // connect request accepted before): it is asked to stop too, or the drain would wait for
   // it until its timeout.
@@ -162,20 +157,16 @@ void Node::on_inbound_up(transport::InboundLink& link) {
 
 void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   auto it = std::find_if(inbound_.begin(), inbound_.end(),
-                         [&](const Inbound& i) { return i.link == &link; });
+                         [&](const auto& i) { return i->link == &link; });
   if (it == inbound_.end()) return;
-  it->metrics.up->Decrement();
+  std::unique_ptr<Inbound> in = std::move(*it);
   inbound_.erase(it);
+  in->metrics.up->Decrement();
+  in->up = false;
   forget_partials(link);
-  if (link.slots_held() > 0) dead_links_.push_back(&link);
+  // Its notes stay while the node holds slots of it: their sender replays those frames.
+  held_.link_down(std::move(in));
   if (draining_) check_drained();
-}
-
-Node::Inbound* Node::inbound_of(transport::InboundLink& link) {
-  for (auto& in : inbound_) {
-    if (in.link == &link) return &in;
-  }
-  return nullptr;
 }
 
 // A message's walk through the node: drop a replayed copy, stage in place, then route from
@@ -191,9 +182,9 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
       in->metrics.bytes[op].add(slot.length);
     }
     // The loop's clock (read once per iteration), not one clock read per message.
-    slot.arrived_ns = loop_.now_ns();
+    held_.note(slot).arrived_ns = loop_.now_ns();
   }
-  if (!workers_) return take(link, slot);
+  if (!stage_->on_workers()) return take(link, slot);
   // To a worker: a whole message seen for the first time, recorded as taken now, so that a
   // repeat arriving while it is on a worker is known for one. Everything else keeps its place
   // in the order and walks on the event loop when its turn comes.
@@ -201,14 +192,14 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   // call is made ahead, and on_chunk() decides in order what becomes of it (a replayed copy
   // is still dropped there, after the stage saw it).
   bool staged = false;
-  if (parallel_ && !(slot.flags & transport::kFlagEnd)) {
+  if (stage_->parallel() && !(slot.flags & transport::kFlagEnd)) {
     if (transport::is_chunk(slot.flags, slot.chunk)) {
-      staged = stage_.chunkwise() && !receiver_ && !(slot.flags & transport::kFlagAbort);
+      staged = stage_->chunkwise() && !receiver_ && !(slot.flags & transport::kFlagAbort);
     } else {
       staged = dedup_.first_time(slot.origin, slot.seq);
     }
   }
-  workers_->submit(link, slot, staged);
+  stage_->submit(link, slot, staged);
 }
 
 void Node::check_assembling(Inbound* in, const transport::Slot& slot) {
@@ -218,19 +209,19 @@ void Node::check_assembling(Inbound* in, const transport::Slot& slot) {
   }
 }
 
-void Node::take(transport::InboundLink& link, transport::Slot& slot) {
-  if (slot.flags & transport::kFlagEnd) return on_end(link, slot);
+void Node::take(transport::InboundLink& link, transport::Slot& slot, const StageJob* job) {
+  if (slot.flags & transport::kFlagEnd) return end_marks_->on_end(link, slot);
   Inbound* in = inbound_of(link);
   check_assembling(in, slot);
   if (transport::is_chunk(slot.flags, slot.chunk)) {
-    return in ? on_chunk(*in, slot) : consume(link, slot);
+    return in ? on_chunk(*in, slot, job) : release(slot);
   }
   if (!dedup_.first_time(slot.origin, slot.seq)) {
     // Already taken (a replay after a link or peer failure): acknowledge, do not deliver;
     // with the first copy when that is still held here (hold_with_first).
     dropped_duplicate_.add();
-    if (hold_with_first(slot)) return;
-    return consume(link, slot);
+    if (held_.hold_with_first(slot)) return;
+    return release(slot);
   }
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
                    slot.length,
@@ -239,21 +230,21 @@ void Node::take(transport::InboundLink& link, transport::Slot& slot) {
                    slot.flags,
                    slot.seq,
                    0};
-  if (run_stage(msg, &link, slot) != HOPRELAY_FORWARD) return consume(link, slot);
+  if (stage_->run(msg, &link, slot) != HOPRELAY_FORWARD) return release(slot);
   slot.length = msg.length;
   after_stage(link, slot, msg.flags);
 }
 
 void Node::after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags) {
-  if (active_.empty()) {  // a leaf
+  if (downstreams_->leaf()) {
     if (refuse_compressed(static_cast<uint16_t>(flags), &link, slot)) {
-      return consume(link, slot);
+      return release(slot);
     }
-    return deliver(link, slot);
+    return deliver(slot);
   }
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
   slot.flags = static_cast<uint16_t>(flags & transport::kStageFlags);
-  route(slot);
+  downstreams_->route(slot);
 }
 
 uint64_t Node::resume_seq(const transport::PeerInfo& peer) {
@@ -276,8 +267,29 @@ void Node::on_device_lost(std::string_view device) {
   node_log().error(
       "RDMA device {} is gone (removed or failed): every link of node {} on it is down; the {} "
       "messages held here come again from upstream once the node runs again",
-      device, spec_->name, held_);
+      device, spec_->name, held_.count());
   if (device_lost_) device_lost_(device);
+}
+
+// The downstream links' events: the downstreams' own (downstreams.h).
+void Node::on_outbound_up(transport::OutboundLink& link) {
+  downstreams_->on_up(link);
+}
+void Node::on_outbound_down(transport::OutboundLink& link, std::string_view) {
+  downstreams_->on_down(link);
+}
+void Node::on_acked(transport::OutboundLink& link, void* cookie) {
+  downstreams_->on_acked(link, cookie);
+}
+void Node::on_outcome(transport::OutboundLink& link, void* cookie,
+                      const transport::Outcome& outcome) {
+  downstreams_->on_outcome(link, cookie, outcome);
+}
+void Node::on_returned(transport::OutboundLink& link, void* cookie) {
+  downstreams_->on_returned(link, cookie);
+}
+void Node::on_credit(transport::OutboundLink& link) {
+  downstreams_->on_credit(link);
 }
 
 void Node::on_connect_timeout(transport::OutboundLink& link) {
@@ -285,25 +297,12 @@ void Node::on_connect_timeout(transport::OutboundLink& link) {
 }
 
 void Node::tick() {
-  stage_.flush();
-  expire_ends();
-  if (workers_) {
-    if (!worker_stages_.empty()) workers_->request_flush();
-    for (size_t i = 0; i < worker_counters_.size(); ++i) {
-      uint64_t n = i < workers_->threads() ? workers_->processed(i) : workers_->processed_on_loop();
-      worker_counters_[i]->Increment(static_cast<double>(n - worker_counted_[i]));
-      worker_counted_[i] = n;
-    }
-  }
+  stage_->tick();
   drops_.flush(loop_.now_ns());
-  flush_given_up_ends();
-  warn_long_down();
+  end_marks_->tick();
   abort_orphans();
-  slots_in_use_->Set(static_cast<double>(held_));
-  for (auto& d : downstream_) {
-    d->queued->Set(static_cast<double>(d->waiting.size()));
-    d->credits->Set(d->link ? d->link->credits() : 0);
-  }
+  slots_in_use_->Set(static_cast<double>(held_.count()));
+  downstreams_->tick();
   sample_link_slots();
 }
 
@@ -321,10 +320,10 @@ void Node::sample_link_slots() {
     }
     link_slots_.emplace_back(gauge, n);
   };
-  for (const Inbound& in : inbound_) add(in.slots_in_use, in.link->slots_in_use());
-  for (const transport::InboundLink* link : dead_links_) {
-    add(&metrics_->link_slots_in_use(inbound_label(*link)), link->slots_in_use());
-  }
+  for (const auto& in : inbound_) add(in->slots_in_use, in->link->slots_in_use());
+  held_.for_each_gone([&](const transport::InboundLink& link) {
+    add(&metrics_->link_slots_in_use(inbound_label(link)), link.slots_in_use());
+  });
   for (const auto& [gauge, sum] : link_slots_) gauge->Set(sum);
 }
 
@@ -337,10 +336,10 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
   // this node has to be replayed to its next run.
   // By pointer: a link whose BYE cannot be sent fails at once, and leaves inbound_.
   std::vector<transport::InboundLink*> links;
-  for (auto& in : inbound_) links.push_back(in.link);
+  for (auto& in : inbound_) links.push_back(in->link);
   for (auto* link : links) link->drain();
-  node_log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms", held_,
-                  inbound_.size(), timeout.count());
+  node_log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms",
+                  held_.count(), inbound_.size(), timeout.count());
   drain_timer_ = loop_.after(timeout, [this] {
     drain_timer_ = 0;
     if (!inbound_.empty()) {
@@ -349,22 +348,22 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
           "node did not acknowledge",
           inbound_.size());
     }
-    if (drained_) std::exchange(drained_, nullptr)(held_);
+    if (drained_) std::exchange(drained_, nullptr)(held_.count());
   });
   check_drained();
 }
 
 void Node::check_drained() {
-  if (held_ != 0 || !inbound_.empty() || !drained_) return;
-  if (workers_ && workers_->pending() != 0) return;
+  if (held_.count() != 0 || !inbound_.empty() || !drained_ || drain_closing_) return;
+  if (stage_->pending() != 0) return;
   if (drain_timer_) loop_.cancel(drain_timer_);
   drain_timer_ = 0;
+  drain_closing_ = true;  // once: every release from here on would ask again
   // Deferred: let the credit frames for the last releases go out first. Then say goodbye
   // downstream, so peers log a clean close rather than a lost connection.
   loop_.defer([this] {
-    for (auto& d : downstream_) {
-      if (d->link) d->link->close();
-    }
+    downstreams_->close_all();
+    drain_closing_ = false;
     if (drained_) std::exchange(drained_, nullptr)(0);
   });
 }

@@ -18,7 +18,7 @@ using Mode = Partial::Mode;
 
 // One chunk: a replayed copy is dropped, the rest goes the way its message's first chunk
 // decided.
-void Node::on_chunk(Inbound& in, transport::Slot& slot) {
+void Node::on_chunk(Inbound& in, transport::Slot& slot, const StageJob* job) {
   transport::InboundLink& link = *in.link;
   const bool last = !(slot.flags & transport::kFlagMore);
   const bool abort = slot.flags & transport::kFlagAbort;
@@ -33,12 +33,12 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
       close_partial(*p);
     }
     dropped_duplicate_.add();
-    if (hold_with_first(slot)) return;
-    return consume(link, slot);
+    if (held_.hold_with_first(slot)) return;
+    return release(slot);
   }
   if (!p) {
     // An abort for a message not in passage here ends nothing: its start never came.
-    if (abort) return consume(link, slot);
+    if (abort) return release(slot);
     if (partials_.full()) {
       Partial& victim = partials_.oldest();
       if (victim.mode == Mode::kAssemble) abandon(victim, dropped_incomplete_, "incomplete");
@@ -48,7 +48,7 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
     p = &partials_.open(slot.origin, slot.seq);
     p->next_chunk = slot.chunk;
     p->link = &link;
-    if (stage_.chunkwise() && !receiver_) {  // an application takes whole messages
+    if (stage_->chunkwise() && !receiver_) {  // an application takes whole messages
       p->mode = Mode::kForward;
     } else if (slot.chunk == 0) {
       p->mode = Mode::kAssemble;
@@ -64,15 +64,15 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
   }
   if (slot.chunk < p->next_chunk) {
     dropped_duplicate_.add();  // a chunk this node has taken already, replayed
-    if (hold_with_first(slot)) return;
-    return consume(link, slot);
+    if (held_.hold_with_first(slot)) return;
+    return release(slot);
   }
   if (p->mode == Mode::kAssemble && (slot.chunk > p->next_chunk || &link != p->link)) {
     // Chunks were lost upstream (dropped for a peer down), or this copy comes another way
     // (a node fed by two paths): the copy being reassembled is what counts.
     if (&link != p->link) {
       dropped_duplicate_.add();
-      return consume(link, slot);
+      return release(slot);
     }
     abandon(*p, dropped_incomplete_, "incomplete");
   }
@@ -82,28 +82,28 @@ void Node::on_chunk(Inbound& in, transport::Slot& slot) {
   if (abort) {
     // Ended upstream, incomplete: pass the end on, or give up what was held for it. Not
     // recorded as seen: the message was not delivered, and a replay may still bring it.
-    if (p->mode == Mode::kForward && p->forwarded && !branches_of(*p).peers.empty()) {
-      route(slot, p);
+    if (p->mode == Mode::kForward && p->forwarded && !downstreams_->no_branches(*p)) {
+      downstreams_->route(slot, p);
     } else {
       if (p->mode == Mode::kAssemble) abandon(*p, dropped_incomplete_, "incomplete");
-      consume(link, slot);
+      release(slot);
     }
     return close_partial(*p);
   }
   // From its last frame on, any copy of the message is a replay.
   if (last) dedup_.first_time(slot.origin, slot.seq);
   if (p->mode == Mode::kForward) {
-    forward_chunk(*p, slot);
+    forward_chunk(*p, slot, job);
   } else if (p->mode == Mode::kAssemble) {
     assemble_chunk(*p, in, slot);
   } else {
-    consume(link, slot);
+    release(slot);
   }
   if (last) close_partial(*p);
 }
 
 // Cut-through: the chunk passes the stage and goes on now, not once its message is complete.
-void Node::forward_chunk(Partial& p, transport::Slot& slot) {
+void Node::forward_chunk(Partial& p, transport::Slot& slot, const StageJob* job) {
   hoprelay_msg msg{reinterpret_cast<uint8_t*>(slot.payload()),
                    slot.length,
                    spec_->slot_size,
@@ -112,38 +112,36 @@ void Node::forward_chunk(Partial& p, transport::Slot& slot) {
                    slot.seq,
                    slot.chunk};
   // A leaf or a relay for all of it: decided at its first chunk, as its branches are.
-  const bool leaf = branches_of(p).peers.empty();
+  const bool leaf = downstreams_->no_branches(p);
   hoprelay_verdict verdict;
-  if (const StageJob* job = std::exchange(staged_chunk_, nullptr)) {
+  if (job) {
     // The stage ran on a worker already (Node::finish_job).
-    if (job->timed) stage_seconds_->observe_ns(job->stage_ns);
     msg.length = job->length;
     msg.flags = job->flags;
-    verdict = judge(job->verdict, job->verdict == HOPRELAY_FORWARD && job->length > msg.capacity,
-                    job->why, slot.origin, slot.seq, slot.link, slot);
+    verdict = stage_->take_verdict(*job, msg.capacity, slot.origin, slot.seq, slot.link, slot);
   } else {
-    verdict = run_stage(msg, slot.link, slot);
+    verdict = stage_->run(msg, slot.link, slot);
   }
   if (verdict != HOPRELAY_FORWARD) {
     // Dropped (counted once: the rest of the message is discarded without the stage). When
     // earlier chunks went downstream already, an abort in this chunk's place ends it there.
     p.mode = Mode::kDiscard;
-    if (!p.forwarded || leaf) return consume(*slot.link, slot);
+    if (!p.forwarded || leaf) return release(slot);
     slot.length = 0;
     slot.flags = transport::kFlagAbort;
-    return route(slot, &p);
+    return downstreams_->route(slot, &p);
   }
-  if (leaf) return consume(*slot.link, slot);
+  if (leaf) return release(slot);
   slot.length = msg.length;
   slot.flags = static_cast<uint16_t>((msg.flags & transport::kStageFlags) |
                                      (slot.flags & transport::kFlagMore));
   p.forwarded = true;
-  route(slot, &p);
+  downstreams_->route(slot, &p);
 }
 
 // The stage needs the whole message: hold the chunk in its slot until the last one is here.
 void Node::assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot) {
-  p.hold(slot);
+  p.hold(slot, held_);
   in.assembling = &p;
   if (!(slot.flags & transport::kFlagMore)) return deliver_assembled(p, in);
   // Every slot of the link holds this message and it is still not complete: only a sender
@@ -163,9 +161,9 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
   // A stage that takes chunks is reassembled for only because an application here takes whole
   // messages: it still sees each chunk, in its slot, before they are copied together (a zstd
   // stage decompresses each chunk's own frame).
-  const bool chunkwise = stage_.chunkwise();
+  const bool chunkwise = stage_->chunkwise();
   bool passed = true;
-  for (transport::Slot* s = p.first; chunkwise && passed && s; s = s->next) {
+  for (transport::Slot* s = p.first; chunkwise && passed && s; s = held_.next(*s)) {
     hoprelay_msg chunk{reinterpret_cast<uint8_t*>(s->payload()),
                        s->length,
                        slot_size,
@@ -173,14 +171,14 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                        s->flags,
                        s->seq,
                        s->chunk};
-    passed = run_stage(chunk, in.link, *s) == HOPRELAY_FORWARD;
+    passed = stage_->run(chunk, in.link, *s) == HOPRELAY_FORWARD;
     s->length = chunk.length;
     s->flags = static_cast<uint16_t>((chunk.flags & transport::kStageFlags) |
                                      (s->flags & transport::kFlagMore));
   }
   uint16_t flags = 0;
   size_t length = 0;
-  for (transport::Slot* s = p.first; passed && s; s = s->next) {
+  for (transport::Slot* s = p.first; passed && s; s = held_.next(*s)) {
     std::memcpy(scratch_.data() + length, s->payload(), s->length);
     length += s->length;
     flags |= s->flags & transport::kStageFlags;
@@ -193,26 +191,25 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
                    flags,
                    p.seq,
                    0};
-  if (passed && !chunkwise) passed = run_stage(msg, in.link, *list) == HOPRELAY_FORWARD;
-  if (passed && active_.empty() &&
+  if (passed && !chunkwise) passed = stage_->run(msg, in.link, *list) == HOPRELAY_FORWARD;
+  if (passed && downstreams_->leaf() &&
       refuse_compressed(static_cast<uint16_t>(msg.flags), in.link, *list)) {
     passed = false;
   }
-  if (passed && active_.empty() && receiver_) {
+  if (passed && downstreams_->leaf() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
-    for (transport::Slot* s = list; s; s = s->next) hold(*s);
+    for (transport::Slot* s = list; s; s = held_.next(*s)) held_.hold(*s);
     receiver_->on_delivered(p.origin, p.seq, {scratch_.data(), msg.length}, *list, true);
     return;
   }
-  const bool forward = passed && !active_.empty();
+  const bool forward = passed && !downstreams_->leaf();
   size_t offset = 0;
   uint32_t index = 0;
   for (transport::Slot* s = list; s;) {
-    transport::Slot* next = s->next;  // route() may release s
-    s->next = nullptr;
+    transport::Slot* next = std::exchange(held_.note(*s).next, nullptr);  // route() may release s
     size_t n = std::min<size_t>(slot_size, msg.length - offset);
     if (!forward || (n == 0 && index > 0)) {
-      consume(*s->link, *s);
+      release(*s);
     } else {
       std::memcpy(s->payload(), scratch_.data() + offset, n);
       offset += n;
@@ -220,7 +217,7 @@ void Node::deliver_assembled(Partial& p, Inbound& in) {
       s->chunk = index++;
       s->flags = static_cast<uint16_t>((msg.flags & transport::kStageFlags) |
                                        (offset < msg.length ? transport::kFlagMore : 0));
-      route(*s, &p);
+      downstreams_->route(*s, &p);
     }
     s = next;
   }
@@ -244,18 +241,17 @@ void Node::abandon(Partial& p, HotCounters::Ref& reason, const char* label) {
   }
   if (p.mode == Mode::kAssemble) {
     for (auto& in : inbound_) {
-      if (in.assembling == &p) in.assembling = nullptr;
+      if (in->assembling == &p) in->assembling = nullptr;
     }
-    consume_held(p);
+    release_chunks(p);
   }
   p.mode = Mode::kDiscard;
 }
 
-void Node::consume_held(Partial& p) {
+void Node::release_chunks(Partial& p) {
   for (transport::Slot* s = p.take(); s;) {
-    transport::Slot* next = s->next;
-    s->next = nullptr;
-    consume(*s->link, *s);
+    transport::Slot* next = std::exchange(held_.note(*s).next, nullptr);
+    release(*s);
     s = next;
   }
 }
@@ -271,7 +267,7 @@ void Node::forget_partials(transport::InboundLink& link) {
     }
     // Held chunks were never acknowledged: the sender sends them all again, and the message
     // starts afresh then (no drop).
-    if (p.mode == Mode::kAssemble) consume_held(p);
+    if (p.mode == Mode::kAssemble) release_chunks(p);
     close_partial(p);
   });
 }
@@ -288,59 +284,20 @@ void Node::abort_orphans() {
 }
 
 void Node::send_abort(Partial& p) {
-  transport::Slot* s = own_frames_.take();
-  if (!s || branches_of(p).peers.empty()) {
-    if (s) own_frames_.give_back(*s);
+  transport::Slot* s = held_.take_own();
+  if (!s || downstreams_->no_branches(p)) {
+    if (s) held_.give_back_own(*s);
     // Downstream then learns it from the next frame on the link (a reassembling node gives
     // the message up on it); the link must not wait for the rest of the message any longer.
-    for (auto& d : downstream_) {
-      if (d->open && d->open_origin == p.origin && d->open_seq == p.seq) d->open = false;
-    }
+    downstreams_->forget_open(p.origin, p.seq);
     return;
   }
   s->origin = p.origin;
   s->seq = p.seq;
   s->chunk = p.next_chunk;
   s->flags = transport::kFlagAbort;
-  s->arrived_ns = loop_.now_ns();
-  route(*s, &p);
-}
-
-Node::BranchSet& Node::branches_of(Partial& p) {
-  if (p.branches) return *static_cast<BranchSet*>(p.branches);
-  if (!current_branches_) {
-    // The first chunked message since a reload (or since the start): one allocation.
-    branch_sets_.push_back(std::make_unique<BranchSet>(BranchSet{active_, spec_->route, 0}));
-    current_branches_ = branch_sets_.back().get();
-  }
-  ++current_branches_->users;
-  p.branches = current_branches_;
-  return *current_branches_;
-}
-
-void Node::close_partial(Partial& p) {
-  if (auto* set = static_cast<BranchSet*>(std::exchange(p.branches, nullptr))) {
-    if (--set->users == 0 && set != current_branches_) free_branch_set(set);
-  }
-  partials_.close(p);
-}
-
-void Node::free_branch_set(BranchSet* set) {
-  std::vector<Downstream*> retiring;
-  for (Downstream* d : set->peers) {
-    if (d->retiring) retiring.push_back(d);
-  }
-  std::erase_if(branch_sets_, [&](const auto& s) { return s.get() == set; });
-  // A removed peer this set kept may go now.
-  for (Downstream* d : retiring) retire_if_done(*d);
-}
-
-bool Node::held_by_open_message(const Downstream& d) const {
-  for (const auto& set : branch_sets_) {
-    if (set->users != 0 && std::find(set->peers.begin(), set->peers.end(), &d) != set->peers.end())
-      return true;
-  }
-  return false;
+  held_.note(*s).arrived_ns = loop_.now_ns();
+  downstreams_->route(*s, &p);
 }
 
 }  // namespace hoprelay::daemon

@@ -21,7 +21,7 @@ spdlog::logger& log() {
   return *logger;
 }
 
-// One job in kSample has its stage time measured (a power of two; as the loop's run_stage).
+// One job in kSample has its stage time measured (a power of two; as StageRunner::run on the loop).
 constexpr uint64_t kSample = 16;
 // The loop lends a hand only to a stage whose sampled time is under this: a longer call would
 // hold every link of the node that long, once an iteration.

@@ -44,10 +44,12 @@ TEST(Partials, BoundedAndTheLeastRecentlyUsedIsTheOneToGiveUp) {
 
 TEST(Partials, HeldChunksStayInOrderAndAreHandedOverOnce) {
   std::vector<transport::Slot> slots(3);
+  HeldSlots notes("n");  // slots of no link: the node's own frames' notes, by index
   Partial p;
   for (uint32_t i = 0; i < 3; ++i) {
+    slots[i].index = i;
     slots[i].length = 100 + i;
-    p.hold(slots[i]);
+    p.hold(slots[i], notes);
   }
   EXPECT_EQ(p.held, 3u);
   EXPECT_EQ(p.bytes, 303u);
@@ -55,7 +57,7 @@ TEST(Partials, HeldChunksStayInOrderAndAreHandedOverOnce) {
   EXPECT_EQ(p.held, 0u);
   EXPECT_EQ(p.first, nullptr);
   uint32_t n = 0;
-  for (transport::Slot* s = list; s; s = s->next) EXPECT_EQ(s, &slots[n++]);
+  for (transport::Slot* s = list; s; s = notes.next(*s)) EXPECT_EQ(s, &slots[n++]);
   EXPECT_EQ(n, 3u);
 }
 

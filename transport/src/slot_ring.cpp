@@ -22,7 +22,6 @@ Slot* SlotRing::acquire() {
   if (in_use() == slots()) return nullptr;
   Slot& s = slots_[head_ % slots_.size()];
   s.held = true;
-  s.refs = 0;
   ++head_;
   ++held_;
   return &s;

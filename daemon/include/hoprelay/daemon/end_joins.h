@@ -29,7 +29,7 @@
 // copy keeps its link's credits for at most peer_down_timeout (then the give-up passes it on),
 // and only copies that come within peer_down_timeout of a start are held.
 //
-// This class is the computation and the bookkeeping; Node (node_ends.cpp) acknowledges, passes
+// This class is the computation and the bookkeeping; EndMarks (end_marks.h) acknowledges, passes
 // on and gives up.
 #pragma once
 

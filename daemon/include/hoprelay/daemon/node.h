@@ -15,44 +15,23 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/admission.h"
 #include "hoprelay/daemon/dedup.h"
+#include "hoprelay/daemon/downstreams.h"
 #include "hoprelay/daemon/drop_log.h"
-#include "hoprelay/daemon/end_joins.h"
+#include "hoprelay/daemon/end_marks.h"
+#include "hoprelay/daemon/held_slots.h"
 #include "hoprelay/daemon/link_threads.h"
 #include "hoprelay/daemon/log_throttle.h"
 #include "hoprelay/daemon/metrics.h"
-#include "hoprelay/daemon/own_frames.h"
 #include "hoprelay/daemon/partials.h"
+#include "hoprelay/daemon/receiver.h"
 #include "hoprelay/daemon/ring_queue.h"
-#include "hoprelay/daemon/stage_workers.h"
+#include "hoprelay/daemon/stage_runner.h"
 #include "hoprelay/stages/stage.h"
-#include "hoprelay/transport/outcome_pool.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::daemon {
 
-// An application in the node's own process that takes a leaf node's messages, instead of the
-// node giving each back once its stage has seen it (libhoprelay's consumer, docs/client.md).
-// The node holds a delivered message's slots, unacknowledged, until the application hands it
-// back with Node::release_delivered(): a message an application has not released is sent
-// again if the application's process dies. Called from the node's event loop.
-class Receiver {
- public:
-  // A message passed the stage. `held` is the slot holding it, or for a message that came as
-  // chunks the first of its slots, linked through Slot::next. `data` stays valid until the
-  // release, except when `reassembled`: then it is the node's reassembly buffer, valid only
-  // during the call (the message's chunks are in its slots, but not side by side).
-  virtual void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
-                            transport::Slot& held, bool reassembled) = 0;
-  // The producer of `origin` ended its stream after the messages before `seq`. The mark is
-  // held in `held`, unacknowledged, until released like a message (so an application that
-  // records where streams ended can make that durable first).
-  virtual void on_end(uint32_t origin, uint64_t seq, transport::Slot& held) = 0;
-
- protected:
-  ~Receiver() = default;
-};
-
-class Node final : public transport::LinkEvents {
+class Node final : public transport::LinkEvents, private Releaser {
  public:
   // Throws TransportError / std::runtime_error with an operator-facing message when the node
   // cannot start (port in use, no device, metrics port taken).
@@ -64,7 +43,7 @@ class Node final : public transport::LinkEvents {
   void start();
   // Called once, from the loop, when every downstream link has been up at least once (systemd
   // readiness in hoprelayd). Never called for a node without downstream peers.
-  void on_downstream_ready(std::function<void()> fn) { downstream_ready_ = std::move(fn); }
+  void on_downstream_ready(std::function<void()> fn) { downstreams_->when_ready(std::move(fn)); }
   // Called once, from the loop, when the node's RDMA device went away (removed, or failed): its
   // links are down for good and the device stays in the kernel until the node is destroyed
   // (LinkEvents::on_device_lost). The owner destroys the node soon, from outside the call:
@@ -93,13 +72,16 @@ class Node final : public transport::LinkEvents {
 
   // A leaf node's messages go to `receiver` (before start()); it must outlive the node's links.
   // It also makes the node reassemble chunked messages whatever its stage takes.
-  void set_receiver(Receiver* receiver) { receiver_ = receiver; }
+  void set_receiver(Receiver* receiver) {
+    receiver_ = receiver;
+    end_marks_->set_receiver(receiver);
+  }
   // Gives back a message handed to the receiver (every slot of it): its credits go upstream.
   void release_delivered(transport::Slot& held);
 
   // Once a second: stage flush (reports, files) and gauges.
   void tick();
-  uint64_t held() const { return held_; }
+  uint64_t held() const { return held_.count(); }
   std::string_view transport_name() const { return transport_->name(); }
   // Memory a producer in this process posts from into this node (libhoprelay's producer that
   // runs its head: transport/inproc). Allocated by the node's transport, so registered with
@@ -127,93 +109,39 @@ class Node final : public transport::LinkEvents {
   void on_auth_failed(const transport::PeerInfo& peer) override;
 
  private:
-  struct Downstream {
-    std::string name;
-    std::unique_ptr<transport::OutboundLink> link;
-    RingQueue<transport::Slot*> waiting;  // routed here, not yet posted
-    PeerMetrics metrics;
-    prometheus::Gauge* queued = nullptr;
-    prometheus::Gauge* credits = nullptr;
-    prometheus::Counter* replayed = nullptr;
-    bool was_up = false;
-    bool warned_too_large = false;
-    bool retiring = false;  // removed by a reload: closed once its messages are acknowledged
-    config::Endpoint address;
-    // on_peer_down = "drop-after": since when the link is down (or, never up yet, since it was
-    // first connected), the timer that ends the wait, and whether what is routed here is being
-    // dropped (from the timer until the link is up again).
-    transport::EventLoop::Clock::time_point down_since{};
-    transport::EventLoop::TimerId down_timer = 0;
-    bool dropping = false;
-    uint64_t dropped_while_down = 0;
-    bool warned_down = false;  // warn_long_down() said it is down; said again when it is up
-    // Whole seconds since down_since, for the log lines about it.
-    int64_t seconds_down(transport::EventLoop::Clock::time_point now) const {
-      return std::chrono::duration_cast<std::chrono::seconds>(now - down_since).count();
-    }
-    // The chunked message being sent on this link: until its last frame is posted no other
-    // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
-    // come back in ring order: another message's frames between two chunks would fill its
-    // ring behind a held chunk, and neither message could finish (docs/protocol.md).
-    bool open = false;
-    uint32_t open_origin = 0;
-    uint64_t open_seq = 0;
-  };
-  struct Inbound {
+  // An inbound link's state: its context (LinkNotes::of), from on_inbound_up until its last
+  // held slot goes back.
+  struct Inbound final : LinkNotes {
+    Inbound(transport::InboundLink& l, PeerMetrics m, prometheus::Gauge* in_use)
+        : LinkNotes(l), link(&l), metrics(std::move(m)), slots_in_use(in_use) {}
     transport::InboundLink* link;
     PeerMetrics metrics;
     prometheus::Gauge* slots_in_use;
     // The message whose chunks this link's slots hold for reassembly (one at a time: senders
     // do not interleave chunked messages on a link), or null.
     Partial* assembling = nullptr;
+    bool up = true;  // false once down: its slots still held keep it (HeldSlots::link_down)
   };
 
-  // The downstream peers of one moment, and the route: what active_ and the route were when
-  // a chunked message's first chunk came. Its frames all go to that set, so a reload while it is
-  // half sent neither gives an added peer its tail (refused there as incomplete) nor leaves a
-  // removed one holding its head for ever. One set serves every message between two reloads; a
-  // removed peer is kept (retire_if_done) while a set in use holds it.
-  struct BranchSet {
-    std::vector<Downstream*> peers;
-    config::Route route = config::Route::kBroadcast;  // and how they were chosen from
-    uint32_t users = 0;  // open messages (Partial::branches) routed to it
-  };
-  // p's set: the current one (taken now, at its first chunk) or the one it has.
-  BranchSet& branches_of(Partial& p);
-  // Frees p's entry, giving back its set.
-  void close_partial(Partial& p);
-  void free_branch_set(BranchSet* set);
-  bool held_by_open_message(const Downstream& d) const;
-
-  Downstream& downstream_of(transport::OutboundLink& link);
-  Downstream& add_downstream(const std::string& name);
-  void connect(Downstream& d);
-  void retire_if_done(Downstream& d);
-  void rebuild_active();
-  std::string forward_opcode() const;  // the `opcode` label of this node's forwarding
-  Inbound* inbound_of(transport::InboundLink& link);
-  // Runs the stage on one message (or chunk), counts its verdict, and times one in
-  // kStageSample. A FORWARD that grew the message past its capacity is an ERROR.
-  // `from`: the link the message came on (the drop warning names it).
-  // `slot`: where the outcome of a drop is recorded (the message's slot, or one of its chunks').
-  hoprelay_verdict run_stage(hoprelay_msg& msg, const transport::InboundLink* from,
-                             transport::Slot& slot);
-  // Counts a stage's verdict and records a drop (run_stage's second half, also for a verdict
-  // a worker reached). `grew`: a FORWARD past the slot's capacity, an ERROR. `why`: the
-  // stage's last_error() for a DROP or ERROR.
-  hoprelay_verdict judge(hoprelay_verdict verdict, bool grew, std::string_view why, uint32_t origin,
-                         uint64_t seq, const transport::InboundLink* from, transport::Slot& slot);
+  // Frees p's entry, giving back its branch set.
+  void close_partial(Partial& p) {
+    downstreams_->leave(p);
+    partials_.close(p);
+  }
+  // The link's state while it is up, else null.
+  static Inbound* inbound_of(const transport::InboundLink& link) {
+    auto* in = static_cast<Inbound*>(&LinkNotes::of(link));
+    return in->up ? in : nullptr;
+  }
   // A message's walk through the node after the arrival counters, in arrival order: end
   // marks, chunks, repeats, the stage on the event loop, then after_stage().
-  void take(transport::InboundLink& link, transport::Slot& slot);
+  // `job`: the stage ran on a worker already, for a chunk (its verdict is there).
+  void take(transport::InboundLink& link, transport::Slot& slot, const StageJob* job = nullptr);
   // A message the stage passed with `flags`: to the receiver at a leaf, else routed.
   void after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags);
   // A link carries one chunked message at a time: a frame of another message while one is
   // reassembled from it means its sender gave that message up.
   void check_assembling(Inbound* in, const transport::Slot& slot);
-  // `threads` > 1 (stage_workers.h): starts, re-points or stops using the workers for the
-  // stage now in stage_; per-thread instances are made here.
-  void configure_workers();
   void export_upstream_series();
   // A job back from the workers, in arrival order.
   void finish_job(StageJob& job);
@@ -229,13 +157,9 @@ class Node final : public transport::LinkEvents {
   // record naming this node, `reason` and `detail`. `branch`: given up for one of the
   // branches it was routed to (the others may still deliver it).
   void record_drop(transport::Slot& slot, transport::DropReason reason, std::string_view detail,
-                   bool branch);
-  transport::Outcome& outcome_of(transport::Slot& slot);
-  // Gives a slot back to its link with its outcome (null: delivered), and the outcome back
-  // to the pool.
-  void release_to(transport::InboundLink& link, transport::Slot& slot);
-  // The words of a stage's verdict, for the producer: "crc32c: message leaves no room ...".
-  std::string_view stage_detail(hoprelay_verdict verdict, bool grew, std::string_view why);
+                   bool branch) {
+    held_.record_drop(slot, reason, detail, branch);
+  }
   static std::string_view peer_of(const transport::InboundLink* link) {
     return link ? std::string_view(link->peer().name) : std::string_view();
   }
@@ -247,15 +171,15 @@ class Node final : public transport::LinkEvents {
   void sample_link_slots();
   // Chunks of a message larger than a slot (partials.h).
   // (node_chunks.cpp)
-  void on_chunk(Inbound& in, transport::Slot& slot);
-  void forward_chunk(Partial& p, transport::Slot& slot);
+  void on_chunk(Inbound& in, transport::Slot& slot, const StageJob* job);
+  void forward_chunk(Partial& p, transport::Slot& slot, const StageJob* job);
   void assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot);
   void deliver_assembled(Partial& p, Inbound& in);
   // Gives up a message: releases the chunks held for it, counts it dropped for `reason`,
   // and discards whatever else of it arrives.
   // `label` names the reason in the drop warning; null for a replayed copy (not a loss).
   void abandon(Partial& p, HotCounters::Ref& reason, const char* label);
-  void consume_held(Partial& p);  // releases the chunks held for p (no count)
+  void release_chunks(Partial& p);  // releases the chunks held for p (no count)
   // An inbound link went down: forget the messages in passage from it (their sender sends
   // them again); those partly forwarded already wait for the rest kOrphanTimeoutNs.
   void forget_partials(transport::InboundLink& link);
@@ -265,130 +189,54 @@ class Node final : public transport::LinkEvents {
   static constexpr uint64_t kOrphanTimeoutNs = 5'000'000'000;
   // Tells the downstream of a partly forwarded message that it ends here (an abort frame).
   void send_abort(Partial& p);
-  // With a chunked message open on d's link, brings its next frame to the front of d's
-  // queue; false when that frame has not arrived yet.
-  bool bring_open_forward(Downstream& d);
-  void note_posted(Downstream& d, const transport::Slot& s);
-  Downstream* branch_of(const Partial& p);
-  // Routes a message or chunk; the chunks of one message follow one branch (its Partial).
-  void route(transport::Slot& slot, Partial* p = nullptr);
-  void pump(Downstream& d);
-  // on_peer_down: the link of `d` went down (or starts down): wait for it, or for its timeout.
-  void link_went_down(Downstream& d);
-  // (Re)arms the timeout of a downstream that is down, from when it went down, under the
-  // current policy; cancels it when there is nothing to wait for.
-  void watch_peer_down(Downstream& d);
-  void start_dropping(Downstream& d);
-  void stop_dropping(Downstream& d, std::string_view now_what);
-  // From tick(): a downstream link down, or never up, for kDownWarnAfter is said once, at
-  // warning level: the transports log refused connects at debug level only (a peer not yet
-  // started is normal at start), so a head whose downstream never comes up looked idle.
-  void warn_long_down();
-  static constexpr std::chrono::seconds kDownWarnAfter{10};
-  // Releases everything waiting for `d` as dropped (reason peer_down).
-  void drop_waiting(Downstream& d);
-  void cancel_peer_down(Downstream& d);
-  void release(transport::Slot& slot);
-  // The node now holds `slot` until release(): routed downstream, or with the receiver.
-  void hold(transport::Slot& slot);
-  // Takes `slot` out of what the node holds without giving it back: it goes on held again, as
-  // another copy's repeat or passed on (an end mark's copy held at a join, node_ends.cpp).
-  void unhold(transport::Slot& slot);
-  // A replayed copy of a frame this node took already. When the first copy is still held
-  // here and came on a link that has gone down, the copy is held with it and acknowledged
-  // (with its outcome) when it is: acknowledged at once, it would leave no copy upstream, and
-  // this node dying before its downstream acknowledged the first copy would lose the message.
-  // False when there is no such first copy: the caller acknowledges it now.
-  bool hold_with_first(transport::Slot& copy);
-  // Gives back a slot that was not routed downstream (consumed at a leaf, dropped).
-  void consume(transport::InboundLink& link, transport::Slot& slot);
+  // The one way a slot goes back, held or not (routed and acknowledged, released by the
+  // receiver, consumed at a leaf, dropped, a repeat): off the held list, its residence
+  // observed, then to its link with its outcome before its credit (HeldSlots::give_back),
+  // then its replayed copies the same way.
+  void release(transport::Slot& slot) override;
   // A leaf's message that passed its stage: to the receiver, or consumed.
-  void deliver(transport::InboundLink& link, transport::Slot& slot);
-  // An end-of-stream mark: to the receiver at a leaf, else on to every downstream.
-  // End marks (node_ends.cpp): a head stamps them; where branches join again, one passes on
-  // once every branch's copy is in (end_joins.h).
-  void on_end(transport::InboundLink& link, transport::Slot& slot);
-  bool join_end(transport::InboundLink& link, transport::Slot& slot);
-  bool give_up_end(EndJoins::Key key, const char* why);
-  void log_given_up_end(const EndJoins::Key& key, size_t copies_in, const char* why);
-  void flush_given_up_ends();
-  void add_repeat(transport::Slot& first, transport::Slot& copy);
-  uint64_t end_limit_ns() const;  // peer_down_timeout: how long an end mark waits for a branch
-  void expire_ends();
-  void settle_ends();
-  void pass_on_end(transport::Slot& slot);
+  void deliver(transport::Slot& slot);
   void check_drained();
 
   std::shared_ptr<const config::Topology> topology_;
   const config::NodeSpec* spec_;
   transport::EventLoop& loop_;
-  stages::Stage stage_;
-  // `threads` > 1 with a stage that may run on threads: the workers, and for a
-  // HOPRELAY_STAGE_PER_THREAD stage their instances (stage_ stays the event loop's own).
-  std::vector<stages::Stage> worker_stages_;
-  std::unique_ptr<StageWorkers> workers_;
-  bool parallel_ = false;  // new messages go to the workers' stage (else only keep order)
-  // The chunk job being finished: its stage call was made on a worker (forward_chunk).
-  const StageJob* staged_chunk_ = nullptr;
-  std::vector<prometheus::Counter*> worker_counters_;
-  std::vector<uint64_t> worker_counted_;
   std::unique_ptr<NodeMetrics> metrics_;
   Admission admission_;  // who may connect, from the topology (admission.h)
   std::unique_ptr<transport::Transport> transport_;
   // `link_threads` > 0: the downstream links' threads (their transports are their own).
   std::unique_ptr<LinkThreads> link_threads_;
   std::vector<std::unique_ptr<transport::MemoryRegion>> lent_;  // lend_memory()
-  std::vector<std::unique_ptr<Downstream>> downstream_;
-  std::vector<Downstream*> active_;  // what route() chooses from: not retiring
-  // Sets taken by open chunked messages, and the current one (a copy of active_, made at the
-  // first chunked message after a reload; null until then).
-  std::vector<std::unique_ptr<BranchSet>> branch_sets_;
-  BranchSet* current_branches_ = nullptr;
-  std::vector<Inbound> inbound_;
+  std::vector<std::unique_ptr<Inbound>> inbound_;               // those up
   DedupTable dedup_;
-  EndJoins end_joins_;
-  const uint32_t stamp_;       // this node's, for its producers' end marks (EndJoins::stamp_of)
   const uint64_t started_ns_;  // the node's start: end marks are held a while after it
-  LogThrottle ends_given_up_;  // end marks passed on without every branch's copy
   DropLog drops_;
-  // Outcomes of messages given up here or below (Slot::outcome).
-  transport::OutcomePool outcomes_;
-  std::string detail_;  // stage_detail()'s text
   PartialTable partials_;
   std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
-  OwnFrames own_frames_;            // aborts and end marks of the node's own (release() gives back)
-  size_t round_robin_ = 0;
-  uint64_t held_ = 0;  // slots holding a message routed downstream and not yet acknowledged
-  transport::Slot* held_list_ = nullptr;  // those slots (Slot::held_next)
-  // Inbound links gone down while the node still holds slots of theirs: their sender has
-  // taken those frames back and sends them again (hold_with_first). Few, and only after a
-  // failure: the common path checks that this is empty.
-  std::vector<transport::InboundLink*> dead_links_;
+  // What the node holds, its notes about every slot, and the way back (held_slots.h).
+  HeldSlots held_;
+  // The downstream peers, routing, the pump and peer-down (downstreams.h): made once the
+  // transport is, after held_ and drops_ (it uses them), destroyed first.
+  std::unique_ptr<Downstreams> downstreams_;
+  // End-of-stream marks: stamped, joined, passed on (end_marks.h).
+  std::unique_ptr<EndMarks> end_marks_;
+  // The stage, on the loop or on workers (stage_runner.h).
+  std::unique_ptr<StageRunner> stage_;
   // sample_link_slots()'s sums, one per `peer` label seen (kept: a label whose links are gone
   // reads 0).
   std::vector<std::pair<prometheus::Gauge*, double>> link_slots_;
   bool draining_ = false;
+  bool drain_closing_ = false;  // check_drained() found it drained and closes the links
   bool started_ = false;
   std::function<void(uint64_t)> drained_;
-  std::function<void()> downstream_ready_;
   std::function<void(std::string_view)> device_lost_;
   Receiver* receiver_ = nullptr;
   transport::EventLoop::TimerId drain_timer_ = 0;
   // Hot-path counters, resolved once.
-  static constexpr uint64_t kStageSample = 16;  // a power of two
-  uint64_t stage_calls_ = 0;
-  HotCounters::Ref stage_forward_;
-  HotCounters::Ref stage_drop_;
-  HotCounters::Ref stage_error_;
-  HotCounters::Ref dropped_by_stage_;
-  HotCounters::Ref dropped_stage_error_;
-  HotCounters::Ref dropped_too_large_;
   HotCounters::Ref dropped_duplicate_;
-  HotCounters::Ref dropped_peer_down_;
   HotCounters::Ref dropped_incomplete_;
   HotCounters::Ref dropped_reassembly_full_;
   prometheus::Gauge* slots_in_use_;
-  LatencyHistogram* stage_seconds_;
   LatencyHistogram* residence_seconds_;
 };
 

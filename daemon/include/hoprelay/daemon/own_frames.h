@@ -1,5 +1,5 @@
 // Frames a node sends of its own, from no inbound slot: an abort (the rest of a chunked message
-// will not come) and the end mark a head stamps for its producers (node_ends.cpp). Header-only
+// will not come) and the end mark a head stamps for its producers (end_marks.h). Header-only
 // slots with no link (Slot::link null tells release() to give one back here): kSlots of them,
 // made at the first use, so that taking one never allocates after it. None free: null, and the
 // caller does without (an abort is then learnt from the next frame on the link).
@@ -24,6 +24,7 @@ class OwnFrames {
       slots_.resize(kSlots);
       for (size_t i = 0; i < kSlots; ++i) {
         slots_[i].frame = frames_.data() + i * transport::kFrameHeaderSize;
+        slots_[i].index = static_cast<uint32_t>(i);  // its note's (held_slots.h)
         free_.push_back(&slots_[i]);
       }
     }

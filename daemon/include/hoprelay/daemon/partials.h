@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "hoprelay/transport/slot_ring.h"
+#include "hoprelay/daemon/held_slots.h"
 
 namespace hoprelay::daemon {
 
@@ -37,7 +37,8 @@ struct Partial {
   // kForward, forwarded: when the link its chunks came on went down (0: not orphaned). The
   // sender normally reconnects and sends the rest; if not, an abort ends it downstream.
   uint64_t orphaned_ns = 0;
-  // kAssemble: the chunks held, in order, linked through Slot::next, and their bytes.
+  // kAssemble: the chunks held, in order, linked through their notes (SlotNote::next), and
+  // their bytes.
   transport::Slot* first = nullptr;
   transport::Slot* last = nullptr;
   uint32_t held = 0;
@@ -46,9 +47,9 @@ struct Partial {
   uint64_t last_use = 0;
   bool used = false;
 
-  void hold(transport::Slot& slot) {
-    slot.next = nullptr;
-    (last ? last->next : first) = &slot;
+  void hold(transport::Slot& slot, HeldSlots& notes) {
+    notes.note(slot).next = nullptr;
+    (last ? notes.note(*last).next : first) = &slot;
     last = &slot;
     ++held;
     bytes += slot.length;

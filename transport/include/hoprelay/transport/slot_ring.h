@@ -18,37 +18,26 @@ namespace hoprelay::transport {
 
 class InboundLink;
 class MemoryRegion;
-struct Outcome;
 
 // How a frame arrived (metrics label `opcode`): over a TCP stream, by RDMA SEND, by RDMA
 // WRITE with immediate, or from a producer in the node's own process (transport/inproc).
 enum class Opcode : uint8_t { kTcp = 0, kSend = 1, kWrite = 2, kLocal = 3 };
 inline constexpr const char* kOpcodeNames[] = {"tcp", "send", "write", "local"};
 
+// A frame in a receive ring, as the transport hands it over. What its owner keeps about it
+// (the node: daemon/held_slots.h) lives beside it, found through `link` and `index`.
 struct Slot {
   std::byte* frame = nullptr;  // kFrameHeaderSize header bytes, then the payload
   InboundLink* link = nullptr;
   const MemoryRegion* memory = nullptr;  // the ring's region: forwarding posts from it
-  uint32_t index = 0;
-  uint32_t length = 0;  // payload bytes (the stage may change it)
+  uint32_t index = 0;                    // in its ring: 0 .. InboundLink::slots() - 1
+  uint32_t length = 0;                   // payload bytes (the stage may change it)
   uint32_t origin = 0;
   uint16_t flags = 0;
-  uint16_t refs = 0;    // node bookkeeping: downstream posts not yet acknowledged
-  uint16_t routes = 0;  // node bookkeeping: branches it was routed to
-  // Node bookkeeping: what became of the message where it was given up (null: delivered so
-  // far); goes upstream when the slot is released.
-  Outcome* outcome = nullptr;
   Opcode opcode = Opcode::kTcp;
+  bool held = false;  // the ring's: handed over and not released yet
   uint64_t seq = 0;
-  uint32_t chunk = 0;       // index in its message when it is a chunk (FrameHeader::chunk)
-  Slot* next = nullptr;     // node bookkeeping: the next chunk held for the same message
-  uint64_t arrived_ns = 0;  // node bookkeeping: monotonic arrival time (residence metric)
-  // Node bookkeeping: the slots a node holds (Node::hold), a list, and the replayed copies of
-  // this frame that wait to be acknowledged with it (Node::hold_with_first).
-  Slot* held_prev = nullptr;
-  Slot* held_next = nullptr;
-  Slot* repeats = nullptr;
-  bool held = false;
+  uint32_t chunk = 0;  // index in its message when it is a chunk (FrameHeader::chunk)
   std::byte* payload() const { return frame + kFrameHeaderSize; }
 };
 

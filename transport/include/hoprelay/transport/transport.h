@@ -87,9 +87,17 @@ class InboundLink {
   virtual void unreturned_origins(std::vector<uint32_t>& out) const = 0;
   // The sender is in this process (transport/inproc), whatever transport the node runs.
   virtual bool in_process() const { return false; }
+  // The owner's state of this link (as rdma_cm_id::context): set by the LinkEvents it
+  // reports to, from on_inbound_up on, so that it finds its state in O(1) rather than by a
+  // search; never read by the transport. Null until set.
+  void* context() const { return context_; }
+  void set_context(void* context) { context_ = context; }
 
  protected:
   PeerInfo peer_;
+
+ private:
+  void* context_ = nullptr;
 };
 
 // One frame to post: its payload is in `memory` (a slot or a producer buffer).
@@ -121,6 +129,10 @@ class OutboundLink {
   virtual bool post(const OutFrame& frame) = 0;
   // Closes on purpose (BYE): unacknowledged frames come back through on_returned().
   virtual void close() = 0;
+  // The owner's state of this link, as InboundLink::context(): set by whoever connected it,
+  // never read by the transport. Null until set.
+  void* context() const { return context_; }
+  void set_context(void* context) { context_ = context; }
 
  protected:
   // The common end of a transport's drop, after it has returned the `unacknowledged` frames:
@@ -131,6 +143,9 @@ class OutboundLink {
 
   std::string peer_name_;
   uint64_t peer_next_seq_ = 0;
+
+ private:
+  void* context_ = nullptr;
 };
 
 // What the node (or the producer) learns from its links. Called from the event loop.

@@ -1,80 +1,95 @@
-// End marks at a node: the head stamps them, and where branches join again one passes on once
-// every branch's copy is in (end_joins.h says why, and why the others are not held).
-#include <algorithm>
+// End marks at a node (end_marks.h): the head stamps them, and where branches join again one
+// passes on once every branch's copy is in (end_joins.h says why, and why the others are not
+// held).
+#include "hoprelay/daemon/end_marks.h"
 
-#include "hoprelay/daemon/node.h"
+#include <algorithm>
+#include <chrono>
+#include <string>
+
 #include "node_log.h"
 
 namespace hoprelay::daemon {
 
-void Node::on_end(transport::InboundLink& link, transport::Slot& slot) {
-  slot.arrived_ns = loop_.now_ns();
-  if (link.peer().role == transport::PeerRole::kProducer) {
-    slot.chunk = stamp_;  // a producer's: from here on it says which head the stream entered by
-  } else if (!join_end(link, slot)) {
-    return;
-  }
-  pass_on_end(slot);
+EndMarks::EndMarks(const config::Topology& topology, const config::NodeSpec& spec,
+                   transport::EventLoop& loop, HeldSlots& held, Downstreams& downstreams,
+                   Releaser& releaser, uint64_t started_ns)
+    : spec_(&spec),
+      loop_(loop),
+      held_(held),
+      downstreams_(downstreams),
+      releaser_(releaser),
+      stamp_(EndJoins::stamp_of(spec.name)),
+      started_ns_(started_ns) {
+  joins_.set_topology(topology, spec.name);
 }
 
-// True when `slot` passes on now. False when it was acknowledged (a copy before the last, or
-// after its end mark passed on) or goes with the copy passed on.
-bool Node::join_end(transport::InboundLink& link, transport::Slot& slot) {
-  const uint32_t want = end_joins_.copies(slot.chunk);
+void EndMarks::apply(const config::Topology& topology, const config::NodeSpec& spec) {
+  spec_ = &spec;
+  joins_.set_topology(topology, spec.name);
+  settle();
+}
+
+void EndMarks::tick() {
+  expire();
+  flush_given_up();
+}
+
+void EndMarks::on_end(transport::InboundLink& link, transport::Slot& slot) {
+  held_.note(slot).arrived_ns = loop_.now_ns();
+  if (link.peer().role == transport::PeerRole::kProducer) {
+    slot.chunk = stamp_;  // a producer's: from here on it says which head the stream entered by
+  } else if (!join(link, slot)) {
+    return;
+  }
+  pass_on(slot);
+}
+
+bool EndMarks::join(transport::InboundLink& link, transport::Slot& slot) {
+  const uint32_t want = joins_.copies(slot.chunk);
   // One path from its head, or a stamp this topology does not know (a reload in between):
   // passed on as it comes.
   if (want <= 1) return true;
   const EndJoins::Key key{slot.origin, slot.seq, slot.chunk};
   transport::Slot* in_flight = nullptr;
-  if (end_joins_.was_done(key, in_flight)) {
+  if (joins_.was_done(key, in_flight)) {
     if (in_flight) {
       // A later copy (a slower branch's, or a replay of the one passed on after its link
       // failed) while the end mark passed on is still in flight: acknowledged with it.
-      add_repeat(*in_flight, slot);
+      held_.add_repeat(*in_flight, slot);
     } else {
-      consume(link, slot);
+      releaser_.release(slot);
     }
     return false;
   }
-  EndJoins::Waiting* w = &end_joins_.wait(key, loop_.now_ns());
+  EndJoins::Waiting* w = &joins_.wait(key, loop_.now_ns());
   const std::string& peer = link.peer().name;
   const bool again = std::find(w->peers.begin(), w->peers.end(), peer) != w->peers.end();
   if (!again) w->peers.push_back(peer);
   if (w->peers.size() < want) {
     if (w->held && again && w->held->link && w->held->link->peer().name == peer) {
       // The held copy again, replayed after its link dropped: acknowledged with it.
-      add_repeat(*w->held, slot);
-    } else if (!w->held && loop_.now_ns() - started_ns_ < end_limit_ns()) {
-      w->held = &slot;  // right after a start: kept unacknowledged (end_joins.h)
-      hold(slot);       // and counted as held (hoprelay_slots_in_use, a drain)
+      held_.add_repeat(*w->held, slot);
+    } else if (!w->held && loop_.now_ns() - started_ns_ < limit_ns()) {
+      w->held = &slot;   // right after a start: kept unacknowledged (end_joins.h)
+      held_.hold(slot);  // and counted as held (hoprelay_slots_in_use, a drain)
     } else {
-      consume(link, slot);  // not held: it would stop this link's credits (end_joins.h)
+      releaser_.release(slot);  // not held: it would stop this link's credits (end_joins.h)
     }
-    if (end_joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire_ends();
+    if (joins_.all_waiting().size() > EndJoins::kMaxWaiting) expire();
     return false;
   }
   transport::Slot* held = w->held;
-  end_joins_.stop_waiting(key);
-  end_joins_.done(key, &slot);
+  joins_.stop_waiting(key);
+  joins_.done(key, &slot);
   if (held) {  // the copy kept since the start goes with this one
-    unhold(*held);
-    add_repeat(slot, *held);
+    held_.unhold(*held);
+    held_.add_repeat(slot, *held);
   }
   return true;
 }
 
-// `copy`, with the copies already chained to it, is acknowledged when `first` is
-// (Slot::repeats: one flat list, which release() walks). Only `copy` is new to the held list.
-void Node::add_repeat(transport::Slot& first, transport::Slot& copy) {
-  copy.refs = 0;
-  copy.routes = 0;
-  transport::Slot* tail = &copy;
-  while (tail->repeats) tail = tail->repeats;
-  tail->repeats = std::exchange(first.repeats, &copy);
-  hold(copy);
-}
-
-uint64_t Node::end_limit_ns() const {
+uint64_t EndMarks::limit_ns() const {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(spec_->peer_down_timeout).count());
 }
@@ -83,55 +98,54 @@ uint64_t Node::end_limit_ns() const {
 // time, or a reload left fewer branches to wait for. The copy held since a start if there is
 // one, else an end mark of the node's own (the copies were acknowledged as they came).
 // `key` by value: it may be the waiting entry's own, which stop_waiting() destroys.
-bool Node::give_up_end(EndJoins::Key key, const char* why) {
-  const EndJoins::Waiting* w = end_joins_.waiting(key);
+bool EndMarks::give_up(EndJoins::Key key, const char* why) {
+  const EndJoins::Waiting* w = joins_.waiting(key);
   transport::Slot* held = w ? w->held : nullptr;
-  transport::Slot* s = held ? held : own_frames_.take();
+  transport::Slot* s = held ? held : held_.take_own();
   if (!s) return false;  // every frame of its own in flight: the next tick tries again
-  if (why) log_given_up_end(key, w ? w->peers.size() : 0, why);
-  end_joins_.stop_waiting(key);
+  if (why) log_given_up(key, w ? w->peers.size() : 0, why);
+  joins_.stop_waiting(key);
   if (held) {
-    unhold(*held);  // held while it waited; pass_on_end holds it again
+    held_.unhold(*held);  // held while it waited; pass_on_end holds it again
   } else {
     s->origin = key.origin;
     s->seq = key.seq;
     s->chunk = key.stamp;
     s->flags = transport::kFlagEnd;
-    s->arrived_ns = loop_.now_ns();
+    held_.note(*s).arrived_ns = loop_.now_ns();
   }
-  end_joins_.done(key, s);
-  pass_on_end(*s);
+  joins_.done(key, s);
+  pass_on(*s);
   return true;
 }
 
 // Rate-limited (LogThrottle): a branch down for long under many short streams would otherwise
 // write a line per stream.
-void Node::log_given_up_end(const EndJoins::Key& key, size_t copies_in, const char* why) {
-  if (!ends_given_up_.note(loop_.now_ns())) return;
+void EndMarks::log_given_up(const EndJoins::Key& key, size_t copies_in, const char* why) {
+  if (!given_up_.note(loop_.now_ns())) return;
   node_log().warn(
       "origin {}: end of stream after {} passed on with the end marks of {} of {} branches "
       "({}): a branch lost or dropped its copy, or this node restarted while it waited; "
       "further ones are logged every {} s",
-      key.origin, key.seq, copies_in, end_joins_.copies(key.stamp), why,
-      ends_given_up_.interval_seconds());
+      key.origin, key.seq, copies_in, joins_.copies(key.stamp), why, given_up_.interval_seconds());
 }
 
 // Once a second (tick): the give-ups not logged since the last line.
-void Node::flush_given_up_ends() {
+void EndMarks::flush_given_up() {
   uint64_t pending = 0, elapsed_ns = 0;
-  if (!ends_given_up_.due(loop_.now_ns(), pending, elapsed_ns)) return;
+  if (!given_up_.due(loop_.now_ns(), pending, elapsed_ns)) return;
   node_log().warn(
       "{} more end{} of stream passed on without every branch's end mark in the last {} s; "
       "{} in all",
-      pending, pending == 1 ? "" : "s", elapsed_ns / 1'000'000'000u, ends_given_up_.total());
+      pending, pending == 1 ? "" : "s", elapsed_ns / 1'000'000'000u, given_up_.total());
 }
 
 // Once a second, and when one more waits than a node keeps: end marks that waited longer than
 // peer_down_timeout for a branch's copy, and the oldest past kMaxWaiting. When no frame of the
 // node's own is free (all in flight to a downstream that is down), the next tick tries again.
-void Node::expire_ends() {
-  const auto& all = end_joins_.all_waiting();
-  const uint64_t limit = end_limit_ns();
+void EndMarks::expire() {
+  const auto& all = joins_.all_waiting();
+  const uint64_t limit = limit_ns();
   const uint64_t now = loop_.now_ns();
   while (!all.empty()) {
     const char* why = nullptr;
@@ -142,34 +156,29 @@ void Node::expire_ends() {
     } else {
       return;
     }
-    if (!give_up_end(all.front().key, why)) return;
+    if (!give_up(all.front().key, why)) return;
   }
 }
 
-void Node::settle_ends() {
+void EndMarks::settle() {
   // A reload may have removed a branch: what now has every copy passes on.
   std::vector<EndJoins::Key> ready;
-  for (const auto& w : end_joins_.all_waiting()) {
-    if (w.peers.size() >= end_joins_.copies(w.key.stamp)) ready.push_back(w.key);
+  for (const auto& w : joins_.all_waiting()) {
+    if (w.peers.size() >= joins_.copies(w.key.stamp)) ready.push_back(w.key);
   }
-  for (const auto& key : ready) give_up_end(key, nullptr);
+  for (const auto& key : ready) give_up(key, nullptr);
 }
 
-void Node::pass_on_end(transport::Slot& slot) {
-  hold(slot);
-  if (active_.empty()) {
+void EndMarks::pass_on(transport::Slot& slot) {
+  if (downstreams_.leaf()) {
+    held_.hold(slot);
     if (receiver_) return receiver_->on_end(slot.origin, slot.seq, slot);
     node_log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);
-    return release(slot);
+    return releaser_.release(slot);
   }
   // Every branch: each consumer behind this node learns that the stream ended, whatever the
   // route of the messages.
-  slot.refs = static_cast<uint16_t>(active_.size());
-  slot.routes = slot.refs;
-  for (Downstream* d : active_) {
-    d->waiting.push_back(&slot);
-    pump(*d);
-  }
+  downstreams_.to_all(slot);
 }
 
 }  // namespace hoprelay::daemon

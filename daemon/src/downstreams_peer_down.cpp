@@ -4,17 +4,17 @@
 #include <chrono>
 #include <tuple>
 
-#include "hoprelay/daemon/node.h"
+#include "hoprelay/daemon/downstreams.h"
 #include "node_log.h"
 
 namespace hoprelay::daemon {
 
-void Node::link_went_down(Downstream& d) {
+void Downstreams::link_went_down(Downstream& d) {
   d.down_since = transport::EventLoop::Clock::now();
   watch_peer_down(d);
 }
 
-void Node::watch_peer_down(Downstream& d) {
+void Downstreams::watch_peer_down(Downstream& d) {
   cancel_peer_down(d);
   // A peer removed by a reload is treated as drop-after whatever on_peer_down says: no node
   // of the topology will take its messages, and held for it they would hold their slots (and
@@ -27,21 +27,21 @@ void Node::watch_peer_down(Downstream& d) {
   auto left = d.down_since + spec_->peer_down_timeout - transport::EventLoop::Clock::now();
   auto delay =
       std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(left));
-  Downstream* target = &d;  // stable: downstream_ owns each by unique_ptr
+  Downstream* target = &d;  // stable: peers_ owns each by unique_ptr
   d.down_timer = loop_.after(delay, [this, target] {
     target->down_timer = 0;
     start_dropping(*target);
   });
 }
 
-void Node::cancel_peer_down(Downstream& d) {
+void Downstreams::cancel_peer_down(Downstream& d) {
   if (d.down_timer) loop_.cancel(d.down_timer);
   d.down_timer = 0;
 }
 
-void Node::warn_long_down() {
+void Downstreams::warn_long_down() {
   const auto now = transport::EventLoop::Clock::now();
-  for (auto& d : downstream_) {
+  for (auto& d : peers_) {
     if (d->warned_down || d->retiring || !d->link || d->link->up() ||
         now - d->down_since < kDownWarnAfter) {
       continue;
@@ -56,7 +56,7 @@ void Node::warn_long_down() {
   }
 }
 
-void Node::start_dropping(Downstream& d) {
+void Downstreams::start_dropping(Downstream& d) {
   if (d.dropping || (d.link && d.link->up())) return;
   // Once per transition, never per message: from here on pump() drops instead of posting, so
   // the slots held for this peer go back upstream and the other branches keep flowing.
@@ -75,14 +75,14 @@ void Node::start_dropping(Downstream& d) {
   drop_waiting(d);
 }
 
-void Node::stop_dropping(Downstream& d, std::string_view now_what) {
+void Downstreams::stop_dropping(Downstream& d, std::string_view now_what) {
   d.dropping = false;
   node_log().info("downstream {} {} ({} messages were dropped for it)", d.name, now_what,
                   d.dropped_while_down);
   d.dropped_while_down = 0;  // a removal's log line counts only what it gave up itself
 }
 
-void Node::drop_waiting(Downstream& d) {
+void Downstreams::drop_waiting(Downstream& d) {
   uint64_t dropped = 0;
   uint32_t origin = 0;
   uint64_t seq = 0;
@@ -96,9 +96,9 @@ void Node::drop_waiting(Downstream& d) {
         detail_ = "downstream " + d.name + (d.retiring ? " removed from the topology and" : "") +
                   " down longer than " + config::duration_text(spec_->peer_down_timeout);
       }
-      record_drop(*s, transport::DropReason::kPeerDown, detail_, true);
+      held_.record_drop(*s, transport::DropReason::kPeerDown, detail_, true);
     }
-    if (--s->refs == 0) release(*s);
+    branch_done(*s);
   }
   if (dropped == 0) return;
   dropped_peer_down_.add(dropped);

@@ -1,0 +1,35 @@
+// The application side of a leaf node in the application's own process (libhoprelay's
+// consumer): what it is handed, and what it must give back (Node::release_delivered).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "hoprelay/transport/slot_ring.h"
+
+namespace hoprelay::daemon {
+
+// An application in the node's own process that takes a leaf node's messages, instead of the
+// node giving each back once its stage has seen it (libhoprelay's consumer, docs/client.md).
+// The node holds a delivered message's slots, unacknowledged, until the application hands it
+// back with Node::release_delivered(): a message an application has not released is sent
+// again if the application's process dies. Called from the node's event loop.
+class Receiver {
+ public:
+  // A message passed the stage. `held` is the slot holding it, or for a message that came as
+  // chunks the first of its slots (the node links the rest). `data` stays valid until the
+  // release, except when `reassembled`: then it is the node's reassembly buffer, valid only
+  // during the call (the message's chunks are in its slots, but not side by side).
+  virtual void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
+                            transport::Slot& held, bool reassembled) = 0;
+  // The producer of `origin` ended its stream after the messages before `seq`. The mark is
+  // held in `held`, unacknowledged, until released like a message (so an application that
+  // records where streams ended can make that durable first).
+  virtual void on_end(uint32_t origin, uint64_t seq, transport::Slot& held) = 0;
+
+ protected:
+  ~Receiver() = default;
+};
+
+}  // namespace hoprelay::daemon

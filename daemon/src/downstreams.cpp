@@ -1,0 +1,440 @@
+// A node's downstream peers (downstreams.h): their links, routing, the pump, the branch sets
+// of chunked messages, a reload's changes and retiring a removed peer. What happens while a
+// peer is down is downstreams_peer_down.cpp.
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "hoprelay/daemon/downstreams.h"
+#include "node_log.h"
+
+namespace hoprelay::daemon {
+
+namespace {
+
+// Spreads origins over branches for route = "hash": one origin always takes the same branch.
+inline size_t origin_branch(uint32_t origin, size_t branches) {
+  uint64_t x = origin * 0x9E3779B97F4A7C15ull;
+  return static_cast<size_t>((x >> 32) % branches);
+}
+
+}  // namespace
+
+Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpec& spec,
+                         transport::EventLoop& loop, NodeMetrics& metrics, HeldSlots& held,
+                         DropLog& drops, Releaser& owner, transport::Transport& transport,
+                         LinkThreads* link_threads)
+    : topology_(&topology),
+      spec_(&spec),
+      loop_(loop),
+      metrics_(metrics),
+      held_(held),
+      drops_(drops),
+      owner_(owner),
+      transport_(transport),
+      link_threads_(link_threads),
+      dropped_too_large_(metrics.hot().wrap(metrics.dropped("too_large_for_peer"))),
+      dropped_peer_down_(metrics.hot().wrap(metrics.dropped("peer_down"))) {
+  for (const auto& name : spec_->downstream) add(name);
+  rebuild_active();
+}
+
+Downstreams::~Downstreams() {
+  destroy_links();
+  cancel_timers();
+}
+
+void Downstreams::connect_all() {
+  for (auto& d : peers_) connect(*d);
+}
+
+void Downstreams::destroy_links() {
+  for (auto& d : peers_) d->link.reset();
+}
+
+void Downstreams::cancel_timers() {
+  for (auto& d : peers_) cancel_peer_down(*d);
+}
+
+void Downstreams::close_all() {
+  for (auto& d : peers_) {
+    if (d->link) d->link->close();
+  }
+}
+
+void Downstreams::tick() {
+  warn_long_down();
+  for (auto& d : peers_) {
+    d->queued->Set(static_cast<double>(d->waiting.size()));
+    d->credits->Set(d->link ? d->link->credits() : 0);
+  }
+}
+
+Downstreams::Downstream& Downstreams::add(const std::string& name) {
+  auto d = std::make_unique<Downstream>();
+  d->name = name;
+  d->address = topology_->find(name)->listen;
+  d->waiting = RingQueue<transport::Slot*>(size_t{spec_->slots} * 4);
+  d->metrics = metrics_.outbound(name, forward_opcode());
+  d->queued = &metrics_.queued(name);
+  d->credits = &metrics_.credits(name);
+  d->replayed = &metrics_.replayed(name);
+  peers_.push_back(std::move(d));
+  return *peers_.back();
+}
+
+void Downstreams::connect(Downstream& d) {
+  const config::NodeSpec* peer = topology_->find(d.name);
+  bool write = spec_->forward == config::Forward::kWrite;
+  d.address = peer->listen;
+  transport::ConnectParams params{d.name, peer->listen, write, peer->slots};
+  d.link = link_threads_ ? link_threads_->connect(params) : transport_.connect(params);
+  d.link->set_context(&d);  // of()
+  link_went_down(d);  // not up until its welcome: a peer that never comes up is down from here
+}
+
+void Downstreams::rebuild_active() {
+  active_.clear();
+  for (auto& d : peers_) {
+    if (!d->retiring) active_.push_back(d.get());
+  }
+  // Messages half sent keep the set they started with; the next one takes a new copy.
+  if (BranchSet* old = std::exchange(current_branches_, nullptr); old && old->users == 0)
+    free_branch_set(old);
+}
+
+void Downstreams::to_all(transport::Slot& slot) {
+  held_.hold(slot);
+  SlotNote& n = held_.note(slot);
+  n.refs = static_cast<uint16_t>(active_.size());
+  n.routes = n.refs;
+  for (Downstream* d : active_) {
+    d->waiting.push_back(&slot);
+    pump(*d);
+  }
+}
+
+void Downstreams::route(transport::Slot& slot, Partial* p) {
+  held_.hold(slot);
+  SlotNote& n = held_.note(slot);
+  // A chunk goes where its message's first chunk went, whatever a reload changed since (the
+  // peers and the route).
+  const BranchSet* set = p ? &branches_of(*p) : nullptr;
+  const std::vector<Downstream*>& to = set ? set->peers : active_;
+  const config::Route how = set ? set->route : spec_->route;
+  if (how == config::Route::kBroadcast) {
+    n.refs = static_cast<uint16_t>(to.size());
+    n.routes = n.refs;
+    for (Downstream* d : to) {
+      d->waiting.push_back(&slot);
+      pump(*d);
+    }
+    return;
+  }
+  // One branch per message: the chunks of a message follow the branch of its first, even
+  // when a reload has removed that branch since (its set keeps it until they are acknowledged).
+  Downstream* d = p ? branch_of(*p) : nullptr;
+  if (!d && how == config::Route::kRoundRobin) {
+    d = to[round_robin_++ % to.size()];
+  } else if (!d) {
+    d = to[origin_branch(slot.origin, to.size())];
+  }
+  if (p) p->downstream = d;
+  n.refs = 1;
+  n.routes = 1;
+  d->waiting.push_back(&slot);
+  pump(*d);
+}
+
+Downstreams::Downstream* Downstreams::branch_of(const Partial& p) {
+  if (!p.downstream) return nullptr;
+  for (auto& d : peers_) {
+    if (d.get() == p.downstream) return d.get();
+  }
+  return nullptr;  // retired meanwhile
+}
+
+// Posts what this downstream has waiting, as far as its credits go.
+void Downstreams::pump(Downstream& d) {
+  if (d.dropping) return drop_waiting(d);
+  while (!d.waiting.empty() && d.link && d.link->up()) {
+    if (d.open && !bring_open_forward(d)) break;  // the open message's next chunk is not here
+    transport::Slot* s = d.waiting.front();
+    if (s->length > d.link->max_payload()) {
+      // Only possible when the peer runs another topology (validation requires downstream
+      // slots at least as large): it could never be delivered there, and posting it would
+      // make the peer close the link and the replay loop forever. Counted and dropped.
+      d.waiting.pop_front();
+      dropped_too_large_.add();
+      warn_drop("too_large_for_peer", d.name, "larger than the downstream's slots", s->origin,
+                s->seq);
+      detail_ = std::to_string(s->length) + " bytes; " + d.name + " takes at most " +
+                std::to_string(d.link->max_payload());
+      held_.record_drop(*s, transport::DropReason::kTooLargeForPeer, detail_, true);
+      if (!d.warned_too_large) {
+        d.warned_too_large = true;
+        node_log().error(
+            "{} takes at most {} bytes per message, less than this node forwards: "
+            "dropping such messages (is it running another topology file?)",
+            d.name, d.link->max_payload());
+      }
+      note_posted(d, *s);
+      branch_done(*s);
+      continue;
+    }
+    transport::OutFrame f{s->origin, s->seq,    s->flags, s->payload(),
+                          s->length, s->memory, s,        s->chunk};
+    if (!d.link->post(f)) break;
+    d.waiting.pop_front();
+    note_posted(d, *s);
+  }
+  // A removed peer whose last waiting messages were dropped above (too large) has nothing
+  // left to be acknowledged: no acknowledgement would come to retire it.
+  if (d.retiring) retire_if_done(d);
+}
+
+bool Downstreams::bring_open_forward(Downstream& d) {
+  for (size_t i = 0; i < d.waiting.size(); ++i) {
+    const transport::Slot* s = d.waiting.at(i);
+    if (s->origin == d.open_origin && s->seq == d.open_seq) {
+      if (i > 0) d.waiting.move_to_front(i);  // overtakes frames of other messages
+      return true;
+    }
+  }
+  return false;
+}
+
+void Downstreams::note_posted(Downstream& d, const transport::Slot& s) {
+  if (!transport::is_chunk(s.flags, s.chunk)) return;
+  d.open = (s.flags & transport::kFlagMore) != 0;  // its last frame (or an abort) closes it
+  d.open_origin = s.origin;
+  d.open_seq = s.seq;
+}
+
+void Downstreams::on_outcome(transport::OutboundLink& link, void* cookie,
+                             const transport::Outcome& outcome) {
+  of(link).metrics.dropped_below.add();
+  held_.merge_below(*static_cast<transport::Slot*>(cookie), outcome);
+}
+
+Downstreams::Downstream& Downstreams::of(transport::OutboundLink& link) {
+  auto* d = static_cast<Downstream*>(link.context());
+  if (d && d->link.get() == &link) [[likely]]
+    return *d;
+  // Unreachable: every link the transport reports is one of ours, and a reload closes a link
+  // before it leaves its downstream. Should that break, stop rather than guess a downstream
+  // (a guess once sent one branch's messages to another): the upstream replays what this node
+  // held once systemd has restarted it.
+  node_log().critical("internal error: link to {} is not a downstream of node {}: stopping",
+                      link.peer_name(), spec_->name);
+  node_log().flush();
+  std::abort();
+}
+
+void Downstreams::on_acked(transport::OutboundLink& link, void* cookie) {
+  auto* slot = static_cast<transport::Slot*>(cookie);
+  Downstream& d = of(link);
+  if (!(slot->flags & transport::kFlagEnd)) {
+    d.metrics.messages[0].add();
+    d.metrics.bytes[0].add(slot->length);
+  }
+  branch_done(*slot);
+  if (d.retiring) retire_if_done(d);
+}
+
+void Downstreams::on_returned(transport::OutboundLink& link, void* cookie) {
+  Downstream& d = of(link);
+  d.replayed->Increment();  // the link failed: not the per-message path
+  d.waiting.push_front(static_cast<transport::Slot*>(cookie));
+  if (d.dropping) drop_waiting(d);
+}
+
+std::string Downstreams::forward_opcode() const {
+  if (transport_.name() != "verbs") return "tcp";
+  return spec_->forward == config::Forward::kWrite ? "write" : "send";
+}
+
+void Downstreams::on_credit(transport::OutboundLink& link) {
+  pump(of(link));
+}
+
+void Downstreams::on_up(transport::OutboundLink& link) {
+  Downstream& d = of(link);
+  d.metrics.up->Set(1);
+  cancel_peer_down(d);
+  if (d.warned_down) {
+    node_log().info("downstream {} up after {} s", d.name,
+                    d.seconds_down(transport::EventLoop::Clock::now()));
+    d.warned_down = false;
+  }
+  if (d.dropping) stop_dropping(d, "up again: forwarding to it again");
+  if (d.was_up) metrics_.reconnects(d.name).Increment();
+  d.was_up = true;
+  if (ready_ &&
+      std::all_of(peers_.begin(), peers_.end(), [](const auto& x) { return x->was_up; })) {
+    std::exchange(ready_, nullptr)();
+  }
+}
+
+void Downstreams::on_down(transport::OutboundLink& link) {
+  Downstream& d = of(link);
+  // What was not acknowledged comes back to the queue's front in its order, a chunked
+  // message from its first unacknowledged frame: the next link starts with nothing open.
+  d.open = false;
+  d.metrics.up->Set(0);
+  link_went_down(d);
+}
+
+}  // namespace hoprelay::daemon
+
+namespace hoprelay::daemon {
+
+// ------------------------------------------------------------------ chunked messages' branches
+
+Downstreams::BranchSet& Downstreams::branches_of(Partial& p) {
+  if (p.branches) return *static_cast<BranchSet*>(p.branches);
+  if (!current_branches_) {
+    // The first chunked message since a reload (or since the start): one allocation.
+    branch_sets_.push_back(std::make_unique<BranchSet>(BranchSet{active_, spec_->route, 0}));
+    current_branches_ = branch_sets_.back().get();
+  }
+  ++current_branches_->users;
+  p.branches = current_branches_;
+  return *current_branches_;
+}
+
+void Downstreams::leave(Partial& p) {
+  if (auto* set = static_cast<BranchSet*>(std::exchange(p.branches, nullptr))) {
+    if (--set->users == 0 && set != current_branches_) free_branch_set(set);
+  }
+}
+
+void Downstreams::free_branch_set(BranchSet* set) {
+  std::vector<Downstream*> retiring;
+  for (Downstream* d : set->peers) {
+    if (d->retiring) retiring.push_back(d);
+  }
+  std::erase_if(branch_sets_, [&](const auto& s) { return s.get() == set; });
+  // A removed peer this set kept may go now.
+  for (Downstream* d : retiring) retire_if_done(*d);
+}
+
+bool Downstreams::held_by_open_message(const Downstream& d) const {
+  for (const auto& set : branch_sets_) {
+    if (set->users != 0 && std::find(set->peers.begin(), set->peers.end(), &d) != set->peers.end())
+      return true;
+  }
+  return false;
+}
+
+void Downstreams::forget_open(uint32_t origin, uint64_t seq) {
+  for (auto& d : peers_) {
+    if (d->open && d->open_origin == origin && d->open_seq == seq) d->open = false;
+  }
+}
+
+// ------------------------------------------------------------------ reload
+
+void Downstreams::retire_if_done(Downstream& d) {
+  // A chunked message open on the link keeps it: its next chunks go there (branch_of).
+  // So does a message half sent whose set holds it (it may not have reached it yet).
+  auto done = [this](const Downstream& d) {
+    return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0) &&
+           !held_by_open_message(d);
+  };
+  if (!done(d)) return;
+  Downstream* dying = &d;
+  // Deferred: we may be inside a callback of this very link. Checked again then: a chunk of
+  // the open message may have been routed to it in the same iteration.
+  loop_.defer([this, dying, done] {
+    auto it =
+        std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) { return p.get() == dying; });
+    if (it == peers_.end() || !done(**it)) return;  // re-added, or busy again
+    if (dying->dropped_while_down == 0) {
+      node_log().info("downstream {} removed: everything sent to it was acknowledged", dying->name);
+    } else {
+      node_log().info(
+          "downstream {} removed: {} message{} routed to it were given up while it "
+          "was down, the rest was acknowledged",
+          dying->name, dying->dropped_while_down, dying->dropped_while_down == 1 ? "" : "s");
+    }
+    if (dying->link) dying->link->close();
+    cancel_peer_down(*dying);  // after close(), which reports the link down
+    const std::string name = dying->name;
+    peers_.erase(it);
+    // Its series go with it: a link_up of 0 for a peer removed on purpose would fire
+    // HoprelayLinkDown for good, nothing samples its queue or credits any more, and its
+    // counters would stay for as long as the node (their handles went with `dying`).
+    metrics_.forget_downstream(name, forward_opcode());
+  });
+}
+
+Downstreams::Changes Downstreams::apply(const config::Topology& topology,
+                                        const config::NodeSpec& spec, bool started) {
+  auto same = [](const config::Endpoint& a, const config::Endpoint& b) {
+    return a.host == b.host && a.port == b.port;
+  };
+  Changes changes;
+  std::vector<std::string>& added = changes.added;
+  std::vector<std::string>& removed = changes.removed;
+  std::vector<std::string>& moved = changes.moved;
+  const config::NodeSpec* n = &spec;
+  topology_ = &topology;
+  spec_ = &spec;
+  for (auto& d : peers_) {
+    bool listed =
+        std::find(n->downstream.begin(), n->downstream.end(), d->name) != n->downstream.end();
+    if (!listed) {
+      if (!d->retiring) removed.push_back(d->name);
+      d->retiring = true;
+      watch_peer_down(*d);  // down now: given peer_down_timeout from when it went down
+      retire_if_done(*d);
+    } else {
+      d->retiring = false;
+      if (!same(topology_->find(d->name)->listen, d->address) && started) {
+        // Unacknowledged messages come back (on_returned) and go to the new address.
+        moved.push_back(d->name);
+        // Closed while it is still d's: close() hands back the unacknowledged frames
+        // (on_returned) and reports the link down, and both find their downstream by its link
+        // (moved out first, they went to the first downstream's queue: another branch got
+        // them and this one lost them). The old link is destroyed once this iteration's
+        // events are handled (event_loop.h): one of them may still be for it (a completion of
+        // its flushed receives).
+        d->link->close();
+        std::shared_ptr<transport::OutboundLink> old = std::move(d->link);
+        d->warned_down = false;  // a new address: its own warning if it does not come up
+        connect(*d);
+        loop_.defer([old] {});
+      }
+    }
+  }
+  for (const auto& name : n->downstream) {
+    bool present =
+        std::any_of(peers_.begin(), peers_.end(), [&](const auto& d) { return d->name == name; });
+    if (present) continue;
+    added.push_back(name);
+    Downstream& d = add(name);
+    if (started) connect(d);
+  }
+  // A changed on_peer_down or peer_down_timeout applies to the peers that are down now too,
+  // counting the time they have been down already.
+  bool drop_after = n->on_peer_down == config::OnPeerDown::kDropAfter;
+  auto now = transport::EventLoop::Clock::now();
+  for (auto& d : peers_) {
+    if (d->retiring) continue;  // drop-after whatever the policy: watched above
+    if (d->dropping && !drop_after) {
+      stop_dropping(*d, "still down: holding its messages again (on_peer_down = block)");
+    } else if (d->dropping && now - d->down_since < n->peer_down_timeout) {
+      stop_dropping(*d, "still down: holding its messages again until it has been down for " +
+                            config::duration_text(n->peer_down_timeout));
+    }
+    watch_peer_down(*d);
+  }
+  rebuild_active();
+  return changes;
+}
+
+}  // namespace hoprelay::daemon
