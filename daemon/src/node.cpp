@@ -58,8 +58,6 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   metrics_ =
       std::make_unique<NodeMetrics>(spec_->name, std::string(transport_->name()), spec_->metrics);
   dropped_duplicate_ = metrics_->hot().wrap(metrics_->dropped("duplicate"));
-  dropped_incomplete_ = metrics_->hot().wrap(metrics_->dropped("incomplete"));
-  dropped_reassembly_full_ = metrics_->hot().wrap(metrics_->dropped("reassembly_full"));
   // The data path's counter sums reach prometheus at the end of the loop iteration.
   metrics_->hot().on_first_add([this] { loop_.defer([this] { metrics_->hot().flush(); }); });
   slots_in_use_ = &metrics_->slots_in_use();
@@ -78,6 +76,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
                                                owner, *transport_, link_threads_.get());
   end_marks_ = std::make_unique<EndMarks>(*topology_, *spec_, loop_, held_, *downstreams_, owner,
                                           started_ns_);
+  chunks_ = std::make_unique<Chunks>(*spec_, loop_, held_, *downstreams_, *stage_, dedup_, owner,
+                                     drops_, *metrics_);
   if (spec_->on_peer_down == config::OnPeerDown::kDropAfter && !spec_->is_leaf()) {
     node_log().info(
         "on_peer_down = drop-after: messages for a downstream down longer than {} are "
@@ -163,7 +163,7 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
   inbound_.erase(it);
   in->metrics.up->Decrement();
   in->up = false;
-  forget_partials(link);
+  chunks_->link_down(link);
   // Its notes stay while the node holds slots of it: their sender replays those frames.
   held_.link_down(std::move(in));
   if (draining_) check_drained();
@@ -173,8 +173,10 @@ void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
 // the same slot. With stage workers, the stage runs on one of them and the rest of the walk
 // resumes in arrival order (finish_job).
 void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
+  const bool end = slot.flags & transport::kFlagEnd;
+  const bool chunk = transport::is_chunk(slot.flags, slot.chunk);
   // An end-of-stream mark is not a message: no message counter sees it.
-  if (!(slot.flags & transport::kFlagEnd)) {
+  if (!end) {
     Inbound* in = inbound_of(link);
     auto op = static_cast<size_t>(slot.opcode);
     if (in && in->metrics.messages[op]) {
@@ -184,39 +186,37 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
     // The loop's clock (read once per iteration), not one clock read per message.
     held_.note(slot).arrived_ns = loop_.now_ns();
   }
-  if (!stage_->on_workers()) return take(link, slot);
-  // To a worker: a whole message seen for the first time, recorded as taken now, so that a
-  // repeat arriving while it is on a worker is known for one. Everything else keeps its place
-  // in the order and walks on the event loop when its turn comes.
-  // A chunk goes to a worker when the stage takes chunks (cut-through forwarding): its stage
-  // call is made ahead, and on_chunk() decides in order what becomes of it (a replayed copy
-  // is still dropped there, after the stage saw it).
+  // Deduplication: a whole message is taken once, decided here, at its arrival (a repeat
+  // arriving while its first copy is on a worker is known for one). A chunked message is
+  // decided by its chunks (Chunks::on_chunk: taken at its last chunk), an end mark by its
+  // joins (EndMarks).
+  const bool repeat = !end && !chunk && !dedup_.first_time(slot.origin, slot.seq);
+  if (!stage_->on_workers()) return take(link, slot, repeat);
+  // To a worker: a whole message seen for the first time. Everything else keeps its place in
+  // the order and walks on the event loop when its turn comes. A chunk goes to a worker when
+  // the stage takes chunks (cut-through forwarding): its stage call is made ahead, and
+  // Chunks::on_chunk decides in order what becomes of it (a replayed copy is still dropped
+  // there, after the stage saw it).
   bool staged = false;
-  if (stage_->parallel() && !(slot.flags & transport::kFlagEnd)) {
-    if (transport::is_chunk(slot.flags, slot.chunk)) {
+  if (stage_->parallel() && !end) {
+    if (chunk) {
       staged = stage_->chunkwise() && !receiver_ && !(slot.flags & transport::kFlagAbort);
     } else {
-      staged = dedup_.first_time(slot.origin, slot.seq);
+      staged = !repeat;
     }
   }
-  stage_->submit(link, slot, staged);
+  stage_->submit(link, slot, staged, repeat);
 }
 
-void Node::check_assembling(Inbound* in, const transport::Slot& slot) {
-  if (in && in->assembling &&
-      (in->assembling->origin != slot.origin || in->assembling->seq != slot.seq)) {
-    abandon(*in->assembling, dropped_incomplete_, "incomplete");
-  }
-}
-
-void Node::take(transport::InboundLink& link, transport::Slot& slot, const StageJob* job) {
+void Node::take(transport::InboundLink& link, transport::Slot& slot, bool repeat,
+                const StageJob* job) {
   if (slot.flags & transport::kFlagEnd) return end_marks_->on_end(link, slot);
   Inbound* in = inbound_of(link);
-  check_assembling(in, slot);
+  if (in) chunks_->check_assembling(link, slot);
   if (transport::is_chunk(slot.flags, slot.chunk)) {
-    return in ? on_chunk(*in, slot, job) : release(slot);
+    return in ? chunks_->on_chunk(link, slot, job) : release(slot);
   }
-  if (!dedup_.first_time(slot.origin, slot.seq)) {
+  if (repeat) {
     // Already taken (a replay after a link or peer failure): acknowledge, do not deliver;
     // with the first copy when that is still held here (hold_with_first).
     dropped_duplicate_.add();
@@ -237,7 +237,7 @@ void Node::take(transport::InboundLink& link, transport::Slot& slot, const Stage
 
 void Node::after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags) {
   if (downstreams_->leaf()) {
-    if (refuse_compressed(static_cast<uint16_t>(flags), &link, slot)) {
+    if (chunks_->refuse_compressed(static_cast<uint16_t>(flags), &link, slot)) {
       return release(slot);
     }
     return deliver(slot);
@@ -300,7 +300,7 @@ void Node::tick() {
   stage_->tick();
   drops_.flush(loop_.now_ns());
   end_marks_->tick();
-  abort_orphans();
+  chunks_->tick();
   slots_in_use_->Set(static_cast<double>(held_.count()));
   downstreams_->tick();
   sample_link_slots();

@@ -69,6 +69,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   transport_->set_topology_hash(topology_->hash);
   if (link_threads_) link_threads_->set_topology_hash(topology_->hash);
   stage_->set_spec(*spec_);
+  chunks_->set_spec(*spec_);
   if (new_stage) stage_->replace(std::move(*new_stage));
   const Downstreams::Changes changes = downstreams_->apply(*topology_, *spec_, started_);
   export_upstream_series();

@@ -1,6 +1,6 @@
 // The node's side of its stage (the stage itself is StageRunner, stage_runner.h): a message back
-// from the workers resumes its walk in arrival order (finish_job), an application's refusal of
-// compressed bytes at a leaf, and the upstream series made at start.
+// from the workers resumes its walk in arrival order (finish_job), and the upstream series made at
+// start.
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
@@ -31,11 +31,11 @@ void Node::finish_job(StageJob& job) {
   transport::InboundLink& link = *job.link;
   transport::Slot& slot = *job.slot;
   if (!job.staged) {
-    take(link, slot);
+    take(link, slot, job.repeat);
   } else if (transport::is_chunk(slot.flags, slot.chunk)) {
-    take(link, slot, &job);  // forward_chunk() takes the worker's verdict
+    take(link, slot, false, &job);  // Chunks takes the worker's verdict
   } else {
-    check_assembling(inbound_of(link), slot);
+    if (inbound_of(link)) chunks_->check_assembling(link, slot);
     if (stage_->take_verdict(job, spec_->slot_size, slot.origin, slot.seq, &link, slot) !=
         HOPRELAY_FORWARD) {
       release(slot);
@@ -47,15 +47,6 @@ void Node::finish_job(StageJob& job) {
   // This job still counts as pending until the workers' collect() moves past it: checked
   // once it has (the last job of a drain would otherwise leave it to the timeout).
   if (draining_ && held_.count() == 0 && inbound_.empty()) loop_.defer([this] { check_drained(); });
-}
-
-bool Node::refuse_compressed(uint16_t flags, const transport::InboundLink* from,
-                             transport::Slot& slot) {
-  if (!receiver_ || !(flags & transport::kFlagZstd)) return false;
-  static constexpr std::string_view kWhy =
-      "zstd-compressed: give this leaf a zstd stage with mode = \"decompress\"";
-  stage_->refuse(kWhy, slot.origin, slot.seq, from, slot);
-  return true;
 }
 
 }  // namespace hoprelay::daemon

@@ -70,7 +70,8 @@ void StageWorkers::wake_one() {
   }
 }
 
-void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, bool staged) {
+void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, bool staged,
+                          bool repeat) {
   // Full: every job of the ring is a message the node holds; wait for the oldest (a worker
   // is on it) rather than let a later message overtake it.
   while (pending() == jobs_.size()) {
@@ -81,6 +82,7 @@ void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, b
   job.link = &link;
   job.slot = &slot;
   job.staged = staged;
+  job.repeat = repeat;
   job.why[0] = '\0';
   job.done.store(false, std::memory_order_relaxed);
   size_t index = tail_ & mask_;

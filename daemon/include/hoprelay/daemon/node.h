@@ -14,6 +14,7 @@
 
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/admission.h"
+#include "hoprelay/daemon/chunks.h"
 #include "hoprelay/daemon/dedup.h"
 #include "hoprelay/daemon/downstreams.h"
 #include "hoprelay/daemon/drop_log.h"
@@ -75,6 +76,7 @@ class Node final : public transport::LinkEvents, private Releaser {
   void set_receiver(Receiver* receiver) {
     receiver_ = receiver;
     end_marks_->set_receiver(receiver);
+    chunks_->set_receiver(receiver);
   }
   // Gives back a message handed to the receiver (every slot of it): its credits go upstream.
   void release_delivered(transport::Slot& held);
@@ -117,17 +119,9 @@ class Node final : public transport::LinkEvents, private Releaser {
     transport::InboundLink* link;
     PeerMetrics metrics;
     prometheus::Gauge* slots_in_use;
-    // The message whose chunks this link's slots hold for reassembly (one at a time: senders
-    // do not interleave chunked messages on a link), or null.
-    Partial* assembling = nullptr;
     bool up = true;  // false once down: its slots still held keep it (HeldSlots::link_down)
   };
 
-  // Frees p's entry, giving back its branch set.
-  void close_partial(Partial& p) {
-    downstreams_->leave(p);
-    partials_.close(p);
-  }
   // The link's state while it is up, else null.
   static Inbound* inbound_of(const transport::InboundLink& link) {
     auto* in = static_cast<Inbound*>(&LinkNotes::of(link));
@@ -135,60 +129,21 @@ class Node final : public transport::LinkEvents, private Releaser {
   }
   // A message's walk through the node after the arrival counters, in arrival order: end
   // marks, chunks, repeats, the stage on the event loop, then after_stage().
-  // `job`: the stage ran on a worker already, for a chunk (its verdict is there).
-  void take(transport::InboundLink& link, transport::Slot& slot, const StageJob* job = nullptr);
+  // `repeat`: a replayed copy of a whole message (on_message decided). `job`: the stage ran
+  // on a worker already, for a chunk (its verdict is there).
+  void take(transport::InboundLink& link, transport::Slot& slot, bool repeat,
+            const StageJob* job = nullptr);
   // A message the stage passed with `flags`: to the receiver at a leaf, else routed.
   void after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags);
-  // A link carries one chunked message at a time: a frame of another message while one is
-  // reassembled from it means its sender gave that message up.
-  void check_assembling(Inbound* in, const transport::Slot& slot);
   void export_upstream_series();
   // A job back from the workers, in arrival order.
   void finish_job(StageJob& job);
-  // An application takes bytes as they are: a message still zstd-compressed after this leaf's
-  // stage is refused as a stage error (true), with what to do, rather than handed over.
-  bool refuse_compressed(uint16_t flags, const transport::InboundLink* from, transport::Slot& slot);
-  // A message given up: the warning (rate-limited, drop_log.h); the caller counts it.
-  void warn_drop(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
-                 uint64_t seq, uint64_t count = 1) {
-    drops_.note(reason, peer, why, origin, seq, loop_.now_ns(), count);
-  }
-  // A message given up here: its outcome (what goes upstream with its acknowledgement) gets a
-  // record naming this node, `reason` and `detail`. `branch`: given up for one of the
-  // branches it was routed to (the others may still deliver it).
-  void record_drop(transport::Slot& slot, transport::DropReason reason, std::string_view detail,
-                   bool branch) {
-    held_.record_drop(slot, reason, detail, branch);
-  }
-  static std::string_view peer_of(const transport::InboundLink* link) {
-    return link ? std::string_view(link->peer().name) : std::string_view();
-  }
   // The `peer` label of an inbound link's series: its node, or "producer" (all producers).
   static std::string inbound_label(const transport::InboundLink& link) {
     return link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
   }
   // hoprelay_link_slots_in_use, once a second (tick).
   void sample_link_slots();
-  // Chunks of a message larger than a slot (partials.h).
-  // (node_chunks.cpp)
-  void on_chunk(Inbound& in, transport::Slot& slot, const StageJob* job);
-  void forward_chunk(Partial& p, transport::Slot& slot, const StageJob* job);
-  void assemble_chunk(Partial& p, Inbound& in, transport::Slot& slot);
-  void deliver_assembled(Partial& p, Inbound& in);
-  // Gives up a message: releases the chunks held for it, counts it dropped for `reason`,
-  // and discards whatever else of it arrives.
-  // `label` names the reason in the drop warning; null for a replayed copy (not a loss).
-  void abandon(Partial& p, HotCounters::Ref& reason, const char* label);
-  void release_chunks(Partial& p);  // releases the chunks held for p (no count)
-  // An inbound link went down: forget the messages in passage from it (their sender sends
-  // them again); those partly forwarded already wait for the rest kOrphanTimeoutNs.
-  void forget_partials(transport::InboundLink& link);
-  // From tick(): ends downstream (an abort) the partly forwarded messages whose sender has
-  // not come back with the rest.
-  void abort_orphans();
-  static constexpr uint64_t kOrphanTimeoutNs = 5'000'000'000;
-  // Tells the downstream of a partly forwarded message that it ends here (an abort frame).
-  void send_abort(Partial& p);
   // The one way a slot goes back, held or not (routed and acknowledged, released by the
   // receiver, consumed at a leaf, dropped, a repeat): off the held list, its residence
   // observed, then to its link with its outcome before its credit (HeldSlots::give_back),
@@ -211,8 +166,6 @@ class Node final : public transport::LinkEvents, private Releaser {
   DedupTable dedup_;
   const uint64_t started_ns_;  // the node's start: end marks are held a while after it
   DropLog drops_;
-  PartialTable partials_;
-  std::vector<std::byte> scratch_;  // reassembly: grows to the largest message, once
   // What the node holds, its notes about every slot, and the way back (held_slots.h).
   HeldSlots held_;
   // The downstream peers, routing, the pump and peer-down (downstreams.h): made once the
@@ -222,6 +175,8 @@ class Node final : public transport::LinkEvents, private Releaser {
   std::unique_ptr<EndMarks> end_marks_;
   // The stage, on the loop or on workers (stage_runner.h).
   std::unique_ptr<StageRunner> stage_;
+  // Messages larger than a slot, in passage (chunks.h).
+  std::unique_ptr<Chunks> chunks_;
   // sample_link_slots()'s sums, one per `peer` label seen (kept: a label whose links are gone
   // reads 0).
   std::vector<std::pair<prometheus::Gauge*, double>> link_slots_;
@@ -234,8 +189,6 @@ class Node final : public transport::LinkEvents, private Releaser {
   transport::EventLoop::TimerId drain_timer_ = 0;
   // Hot-path counters, resolved once.
   HotCounters::Ref dropped_duplicate_;
-  HotCounters::Ref dropped_incomplete_;
-  HotCounters::Ref dropped_reassembly_full_;
   prometheus::Gauge* slots_in_use_;
   LatencyHistogram* residence_seconds_;
 };

@@ -55,8 +55,8 @@ class StageRunner {
   bool on_workers() const { return workers_ != nullptr; }
   bool parallel() const { return parallel_; }
   // To the workers; `staged`: the stage runs there (else the job only keeps its place).
-  void submit(transport::InboundLink& link, transport::Slot& slot, bool staged) {
-    workers_->submit(link, slot, staged);
+  void submit(transport::InboundLink& link, transport::Slot& slot, bool staged, bool repeat) {
+    workers_->submit(link, slot, staged, repeat);
   }
   // Jobs submitted and not finished (a drain waits for them).
   size_t pending() const { return workers_ ? workers_->pending() : 0; }

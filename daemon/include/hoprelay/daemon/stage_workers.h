@@ -37,6 +37,7 @@ struct StageJob {
   transport::InboundLink* link = nullptr;
   transport::Slot* slot = nullptr;
   bool staged = false;  // runs the stage on a worker; else only keeps its place in the order
+  bool repeat = false;  // a replayed copy of a whole message (the node decided at arrival)
   // Written by the worker, read by the loop once `done`:
   hoprelay_verdict verdict = HOPRELAY_FORWARD;
   uint32_t length = 0;                   // the payload after the stage
@@ -73,7 +74,9 @@ class StageWorkers {
   size_t pending() const { return tail_ - head_; }
   // Takes the next message in arrival order; `staged`: run the stage on it on a worker.
   // Finishes what is done already (so it may call Finish before returning).
-  void submit(transport::InboundLink& link, transport::Slot& slot, bool staged);
+  // `repeat`: handed back with the job (StageJob::repeat).
+  void submit(transport::InboundLink& link, transport::Slot& slot, bool staged,
+              bool repeat = false);
   // Finishes, in order, every job that is done; while the oldest is not and every worker is
   // busy, runs waiting jobs on the loop (lend_a_hand).
   void collect();
