@@ -9,10 +9,13 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "hoprelay/daemon/cpu_pin.h"
+#include "hoprelay/daemon/loop_watch.h"
 #include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/log.h"
 
@@ -62,6 +65,9 @@ struct LinkThreads::Worker final : transport::LinkEvents {
 
   LinkThreads& owner;
   transport::EventLoop loop;
+  // Its stall detector (watch_stalls), made and destroyed on the thread's side of the loop's
+  // life: before the loop goes.
+  std::optional<LoopWatch> watch;
   std::unique_ptr<transport::Transport> transport;
   SpscRing<Command> commands{kRingEntries};
   SpscRing<Event> events{kRingEntries};
@@ -382,6 +388,18 @@ std::unique_ptr<transport::OutboundLink> LinkThreads::connect(
   w.notified.store(true);
   w.wake.notify();
   return proxy;
+}
+
+void LinkThreads::watch_stalls(NodeMetrics& metrics) {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Worker& w = *workers_[i];
+    std::string name = "link-" + std::to_string(i);
+    std::lock_guard lock(w.control_mu);
+    // On the thread: the loop reads its observer there.
+    w.control.push_back([&w, &metrics, name] { w.watch.emplace(w.loop, metrics, name); });
+    w.has_control.store(true, std::memory_order_release);
+    w.wake.notify();
+  }
 }
 
 void LinkThreads::set_topology_hash(uint64_t hash) {

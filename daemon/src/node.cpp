@@ -62,6 +62,7 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   metrics_->hot().on_first_add([this] { loop_.defer([this] { metrics_->hot().flush(); }); });
   slots_in_use_ = &metrics_->slots_in_use();
   residence_seconds_ = &metrics_->residence_seconds();
+  if (link_threads_) link_threads_->watch_stalls(*metrics_);
   stage_ = std::make_unique<StageRunner>(*spec_, loop_, std::move(stage), *metrics_, held_, drops_,
                                          [this](StageJob& job) { finish_job(job); });
   metrics_->config_loaded(true, topology_->hash);

@@ -101,6 +101,10 @@ TEST(LinkThreadsReload, AMovedDownstreamGetsWhatWasInFlightThenOneIsRemoved) {
   const std::string b = scrape(p.node("b").metrics);
   EXPECT_EQ(metric_value(b, "hoprelay_messages_replayed_total", "peer=\"c1\""), 0) << b;
   EXPECT_GT(metric_value(b, "hoprelay_messages_replayed_total", "peer=\"c2\""), 0) << b;
+  // Each link thread's loop is watched for stalls as the node's is (loop_watch.h).
+  EXPECT_GT(metric_value(b, "hoprelay_loop_iteration_seconds_count", "loop=\"link-0\""), 0) << b;
+  EXPECT_GT(metric_value(b, "hoprelay_loop_iteration_seconds_count", "loop=\"link-1\""), 0) << b;
+  EXPECT_NE(b.find("hoprelay_loop_stalls_total{loop=\"link-1\"}"), std::string::npos) << b;
 
   // Then c2 removed, and more messages: all at c1, c2 closed on purpose.
   p.change([](std::vector<NodeDef>& nodes) { nodes[1].downstream = {"c1"}; });

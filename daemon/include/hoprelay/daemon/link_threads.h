@@ -43,6 +43,8 @@
 
 namespace hoprelay::daemon {
 
+class NodeMetrics;
+
 class LinkThreads {
  public:
   // `options` and `identity` as the node's own transport, `memory_owner`: that transport,
@@ -60,6 +62,9 @@ class LinkThreads {
   // An outbound link on the next thread (round robin), connecting now.
   std::unique_ptr<transport::OutboundLink> connect(const transport::ConnectParams& params);
   void set_topology_hash(uint64_t hash);
+  // A stall detector on each thread's loop (loop_watch.h: loop="link-0", "link-1", ...):
+  // `metrics` must outlive this.
+  void watch_stalls(NodeMetrics& metrics);
 
  private:
   struct Shared;
