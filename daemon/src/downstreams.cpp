@@ -107,8 +107,7 @@ void Downstreams::rebuild_active() {
 }
 
 void Downstreams::to_all(transport::Slot& slot) {
-  held_.hold(slot);
-  SlotNote& n = held_.note(slot);
+  SlotNote& n = held_.hold(slot);
   n.refs = static_cast<uint16_t>(active_.size());
   n.routes = n.refs;
   for (Downstream* d : active_) {
@@ -118,8 +117,7 @@ void Downstreams::to_all(transport::Slot& slot) {
 }
 
 void Downstreams::route(transport::Slot& slot, Partial* p) {
-  held_.hold(slot);
-  SlotNote& n = held_.note(slot);
+  SlotNote& n = held_.hold(slot);
   // A chunk goes where its message's first chunk went, whatever a reload changed since (the
   // peers and the route).
   const BranchSet* set = p ? &branches_of(*p) : nullptr;

@@ -7,29 +7,6 @@ namespace hoprelay::daemon {
 
 HeldSlots::HeldSlots(std::string node) : node_(std::move(node)), own_notes_(OwnFrames::kSlots) {}
 
-void HeldSlots::hold(transport::Slot& slot) {
-  SlotNote& n = note(slot);
-  ++count_;
-  n.held = true;
-  n.held_prev = nullptr;
-  n.held_next = list_;
-  if (list_) note(*list_).held_prev = &slot;
-  list_ = &slot;
-}
-
-void HeldSlots::unhold(transport::Slot& slot) {
-  SlotNote& n = note(slot);
-  --count_;
-  n.held = false;
-  if (n.held_prev) {
-    note(*n.held_prev).held_next = n.held_next;
-  } else if (list_ == &slot) {
-    list_ = n.held_next;
-  }
-  if (n.held_next) note(*n.held_next).held_prev = n.held_prev;
-  n.held_prev = n.held_next = nullptr;
-}
-
 void HeldSlots::add_repeat(transport::Slot& first, transport::Slot& copy) {
   SlotNote& c = note(copy);
   c.refs = 0;
@@ -47,18 +24,25 @@ bool HeldSlots::gone(const transport::InboundLink* link) const {
 
 bool HeldSlots::hold_with_first(transport::Slot& copy) {
   if (gone_.empty()) return false;  // no link went down with slots held: nothing to find
-  for (transport::Slot* s = list_; s; s = note(*s).held_next) {
-    // (Not the flags: a stage may have changed the first copy's.)
-    if (s->origin != copy.origin || s->seq != copy.seq || s->chunk != copy.chunk ||
-        (s->flags & transport::kFlagEnd) != (copy.flags & transport::kFlagEnd) || !s->link ||
-        s->link == copy.link || !gone(s->link)) {
-      continue;
+  // A first copy held for a link gone down is one of the held slots of that link's notes.
+  for (const auto& g : gone_) {
+    LinkNotes& notes = *g;
+    for (uint32_t i = 0; i < notes.size(); ++i) {
+      const SlotNote& n = notes[i];
+      if (!n.held) continue;
+      transport::Slot* s = n.slot;
+      // (Not the flags: a stage may have changed the first copy's.)
+      if (s->origin != copy.origin || s->seq != copy.seq || s->chunk != copy.chunk ||
+          (s->flags & transport::kFlagEnd) != (copy.flags & transport::kFlagEnd) ||
+          s->link == copy.link) {
+        continue;
+      }
+      // Into the list of s's copies (s may be a copy itself, after a second cut: the list is
+      // the same one).
+      add_repeat(*s, copy);
+      note(copy).routes = n.routes;
+      return true;
     }
-    // Into the list of s's copies (s may be a copy itself, after a second cut: the list is
-    // the same one).
-    add_repeat(*s, copy);
-    note(copy).routes = note(*s).routes;
-    return true;
   }
   return false;
 }
@@ -86,8 +70,7 @@ void HeldSlots::merge_below(transport::Slot& slot, const transport::Outcome& bel
   ++o.branches;
 }
 
-transport::Slot* HeldSlots::take_repeats(transport::Slot& slot) {
-  SlotNote& n = note(slot);
+transport::Slot* HeldSlots::take_repeats(SlotNote& n) {
   transport::Slot* repeats = std::exchange(n.repeats, nullptr);
   for (transport::Slot* r = repeats; r; r = note(*r).repeats) {
     if (n.outcome) outcome_of(*r) = *n.outcome;
@@ -95,8 +78,7 @@ transport::Slot* HeldSlots::take_repeats(transport::Slot& slot) {
   return repeats;
 }
 
-void HeldSlots::give_back(transport::Slot& slot) {
-  SlotNote& n = note(slot);
+void HeldSlots::give_back(transport::Slot& slot, SlotNote& n) {
   transport::Outcome* o = std::exchange(n.outcome, nullptr);
   const uint16_t routes = n.routes;
   n = SlotNote{};  // clean for the slot's next frame

@@ -3,7 +3,7 @@
 //
 // Owns: a SlotNote per slot of every inbound link (LinkNotes, the link's context, so a slot's
 // note is found in O(1): its link's notes at its index), the node's own frames and their notes
-// (own_frames.h), the list and count of held slots, the replayed copies held with a first copy,
+// (own_frames.h), the count of held slots, the replayed copies held with a first copy,
 // the outcomes lent to given-up messages, and the notes of links gone down with slots still
 // held (their senders replay those frames: hold_with_first()).
 // Calls: InboundLink::release(), and nothing of the node.
@@ -30,15 +30,15 @@ namespace hoprelay::daemon {
 struct SlotNote {
   uint16_t refs = 0;    // downstream posts not yet acknowledged
   uint16_t routes = 0;  // branches it was routed to
-  bool held = false;    // on the held list (hold()): routed, with the receiver, or waiting
+  bool held = false;    // held (hold()): routed, with the receiver, or waiting
   // What became of the message where it was given up (null: delivered so far); goes upstream
   // when the slot goes back.
   transport::Outcome* outcome = nullptr;
-  transport::Slot* next = nullptr;  // the next chunk held for the same message (partials.h)
-  uint64_t arrived_ns = 0;          // the loop's clock at arrival (residence metric)
-  transport::Slot* held_prev = nullptr;
-  transport::Slot* held_next = nullptr;
+  transport::Slot* next = nullptr;     // the next chunk held for the same message (partials.h)
+  uint64_t arrived_ns = 0;             // the loop's clock at arrival (residence metric)
   transport::Slot* repeats = nullptr;  // replayed copies that go back with this one
+  // The slot, while held: hold_with_first() finds a first copy by its link's notes.
+  transport::Slot* slot = nullptr;
 };
 
 // The notes of one inbound link's slots: the link's context (InboundLink::context()) from
@@ -55,6 +55,7 @@ class LinkNotes {
 
   transport::InboundLink& link() const { return *link_; }
   SlotNote& operator[](uint32_t index) { return notes_[index]; }
+  uint32_t size() const { return static_cast<uint32_t>(notes_.size()); }
   // The notes of `link` (its context).
   static LinkNotes& of(const transport::InboundLink& link) {
     return *static_cast<LinkNotes*>(link.context());
@@ -85,12 +86,22 @@ class HeldSlots {
   }
   transport::Slot* next(const transport::Slot& s) { return note(s).next; }
 
-  // Slots held (on the list): hoprelay_slots_in_use, and what a drain waits for.
+  // Slots held: hoprelay_slots_in_use, and what a drain waits for.
   uint64_t count() const { return count_; }
-  // Puts `slot` on the held list (it must not be on it).
-  void hold(transport::Slot& slot);
-  // Takes it off (it must be on it), without giving it back.
-  void unhold(transport::Slot& slot);
+  // Counts `slot` as held (it must not be). No list: only the slots of links gone down are
+  // ever searched (hold_with_first), and those are found by their links' notes.
+  SlotNote& hold(transport::Slot& slot) {
+    SlotNote& n = note(slot);
+    ++count_;
+    n.held = true;
+    n.slot = &slot;
+    return n;
+  }
+  // No longer held (it must be), without giving it back.
+  void unhold(transport::Slot& slot) {
+    --count_;
+    note(slot).held = false;
+  }
   // `copy`, with the copies chained to it already, goes back when `first` does; it is held
   // meanwhile. Its refs and routes are cleared: it is routed nowhere.
   void add_repeat(transport::Slot& first, transport::Slot& copy);
@@ -116,12 +127,14 @@ class HeldSlots {
   // bookkeeping: residence, end marks). Neither the slots nor their notes may be used after.
   template <class Fn>
   void release(transport::Slot& slot, Fn&& each) {
-    transport::Slot* repeats = take_repeats(slot);
-    release_one(slot, each);
+    SlotNote& n = note(slot);
+    // (The common case, no repeats, looks the note up once.)
+    transport::Slot* repeats = n.repeats ? take_repeats(n) : nullptr;
+    release_one(slot, n, each);
     while (repeats) {
       transport::Slot* r = repeats;
       repeats = std::exchange(note(*r).repeats, nullptr);
-      release_one(*r, each);
+      release_one(*r, note(*r), each);
     }
   }
   void release(transport::Slot& slot) {
@@ -146,23 +159,24 @@ class HeldSlots {
   bool gone(const transport::InboundLink* link) const;
   // Detaches `slot`'s replayed copies, each given `slot`'s outcome, and returns the first
   // (chained through their notes' repeats).
-  transport::Slot* take_repeats(transport::Slot& slot);
+  transport::Slot* take_repeats(SlotNote& n);
   template <class Fn>
-  void release_one(transport::Slot& slot, Fn& each) {
-    SlotNote& n = note(slot);
+  void release_one(transport::Slot& slot, SlotNote& n, Fn& each) {
     each(static_cast<const transport::Slot&>(slot), static_cast<const SlotNote&>(n));
-    if (n.held) unhold(slot);
-    give_back(slot);
+    if (n.held) {
+      --count_;
+      n.held = false;
+    }
+    give_back(slot, n);
   }
-  // `slot` (off the held list) to its link with its outcome, or to the own frames; its note
+  // `slot` (no longer held) to its link with its outcome, or to the own frames; its note
   // is cleared for the slot's next frame.
-  void give_back(transport::Slot& slot);
+  void give_back(transport::Slot& slot, SlotNote& n);
 
   std::string node_;
   OwnFrames own_;
   std::vector<SlotNote> own_notes_;
   transport::OutcomePool outcomes_;
-  transport::Slot* list_ = nullptr;
   uint64_t count_ = 0;
   // Few, and only after a failure: the common path checks that this is empty.
   std::vector<std::unique_ptr<LinkNotes>> gone_;

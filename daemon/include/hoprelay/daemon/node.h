@@ -3,6 +3,15 @@
 // every downstream it routed the message to has acknowledged it, so its upstream's credits
 // (and the memory the node uses) stay bounded by the slots, and a downstream that fails
 // gets every unacknowledged message again when it comes back.
+//
+// Node is a facade: it receives the transports' events (LinkEvents), decides once per whole
+// message whether it is a replay (on_message), and walks each message through the components
+// that hold the state, each with its own header and contract:
+//   Admission (who may connect)           HeldSlots (what is held; the one way back: release)
+//   StageRunner (the stage, on workers)   Downstreams (links, routing, pump, peer down)
+//   Chunks (messages larger than a slot)  EndMarks (end-of-stream marks and their joins)
+// and owns what ties them together: start, drain, reload (each component takes its part),
+// tick, the inbound links' state (Inbound, the link's context) and the metrics.
 #pragma once
 
 #include <chrono>
@@ -145,7 +154,7 @@ class Node final : public transport::LinkEvents, private Releaser {
   // hoprelay_link_slots_in_use, once a second (tick).
   void sample_link_slots();
   // The one way a slot goes back, held or not (routed and acknowledged, released by the
-  // receiver, consumed at a leaf, dropped, a repeat): off the held list, its residence
+  // receiver, consumed at a leaf, dropped, a repeat): no longer held, its residence
   // observed, then to its link with its outcome before its credit (HeldSlots::give_back),
   // then its replayed copies the same way.
   void release(transport::Slot& slot) override;
