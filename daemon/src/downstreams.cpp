@@ -1,11 +1,12 @@
-// A node's downstream peers (downstreams.h): their links, routing, the pump, the branch sets
-// of chunked messages, a reload's changes and retiring a removed peer. What happens while a
-// peer is down is downstreams_peer_down.cpp.
+// A node's downstream peers (downstreams.h): their links, routing, the pump, dropping what
+// waits for a peer given up, a reload's changes and retiring a removed peer. What happens while
+// a peer is down is peer_down.cpp; the branch sets of chunked messages, branch_sets.cpp.
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include "hoprelay/daemon/downstreams.h"
@@ -36,6 +37,8 @@ Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpe
       owner_(owner),
       transport_(transport),
       link_threads_(link_threads),
+      branch_sets_([this](Downstream& d) { retire_if_done(d); }),
+      peer_down_(loop, spec, [this](Downstream& d) { drop_waiting(d); }),
       dropped_too_large_(metrics.hot().wrap(metrics.dropped("too_large_for_peer"))),
       dropped_peer_down_(metrics.hot().wrap(metrics.dropped("peer_down"))) {
   for (const auto& name : spec_->downstream) add(name);
@@ -56,7 +59,7 @@ void Downstreams::destroy_links() {
 }
 
 void Downstreams::cancel_timers() {
-  for (auto& d : peers_) cancel_peer_down(*d);
+  for (auto& d : peers_) peer_down_.cancel(*d);
 }
 
 void Downstreams::close_all() {
@@ -66,14 +69,14 @@ void Downstreams::close_all() {
 }
 
 void Downstreams::tick() {
-  warn_long_down();
+  peer_down_.warn_long_down(peers_);
   for (auto& d : peers_) {
     d->queued->Set(static_cast<double>(d->waiting.size()));
     d->credits->Set(d->link ? d->link->credits() : 0);
   }
 }
 
-Downstreams::Downstream& Downstreams::add(const std::string& name) {
+Downstream& Downstreams::add(const std::string& name) {
   auto d = std::make_unique<Downstream>();
   d->name = name;
   d->address = topology_->find(name)->listen;
@@ -93,7 +96,8 @@ void Downstreams::connect(Downstream& d) {
   transport::ConnectParams params{d.name, peer->listen, write, peer->slots};
   d.link = link_threads_ ? link_threads_->connect(params) : transport_.connect(params);
   d.link->set_context(&d);  // of()
-  link_went_down(d);  // not up until its welcome: a peer that never comes up is down from here
+  peer_down_.went_down(
+      d);  // not up until its welcome: a peer that never comes up is down from here
 }
 
 void Downstreams::rebuild_active() {
@@ -101,9 +105,7 @@ void Downstreams::rebuild_active() {
   for (auto& d : peers_) {
     if (!d->retiring) active_.push_back(d.get());
   }
-  // Messages half sent keep the set they started with; the next one takes a new copy.
-  if (BranchSet* old = std::exchange(current_branches_, nullptr); old && old->users == 0)
-    free_branch_set(old);
+  branch_sets_.peers_changed();
 }
 
 void Downstreams::to_all(transport::Slot& slot) {
@@ -120,7 +122,7 @@ void Downstreams::route(transport::Slot& slot, Partial* p) {
   SlotNote& n = held_.hold(slot);
   // A chunk goes where its message's first chunk went, whatever a reload changed since (the
   // peers and the route).
-  const BranchSet* set = p ? &branches_of(*p) : nullptr;
+  const BranchSets::Set* set = p ? &branch_sets_.of(*p, active_, spec_->route) : nullptr;
   const std::vector<Downstream*>& to = set ? set->peers : active_;
   const config::Route how = set ? set->route : spec_->route;
   if (how == config::Route::kBroadcast) {
@@ -147,7 +149,7 @@ void Downstreams::route(transport::Slot& slot, Partial* p) {
   pump(*d);
 }
 
-Downstreams::Downstream* Downstreams::branch_of(const Partial& p) {
+Downstream* Downstreams::branch_of(const Partial& p) {
   if (!p.downstream) return nullptr;
   for (auto& d : peers_) {
     if (d.get() == p.downstream) return d.get();
@@ -194,6 +196,36 @@ void Downstreams::pump(Downstream& d) {
   if (d.retiring) retire_if_done(d);
 }
 
+// A peer given up (PeerDown): what waits for it goes back upstream, dropped, and counted.
+void Downstreams::drop_waiting(Downstream& d) {
+  uint64_t dropped = 0;
+  uint32_t origin = 0;
+  uint64_t seq = 0;
+  while (!d.waiting.empty()) {
+    transport::Slot* s = d.waiting.front();
+    d.waiting.pop_front();
+    if (dropped == 0) std::tie(origin, seq) = std::pair(s->origin, s->seq);
+    if (!(s->flags & transport::kFlagEnd)) {  // an end mark is not a message
+      ++dropped;
+      if (dropped == 1) {
+        detail_ = "downstream " + d.name + (d.retiring ? " removed from the topology and" : "") +
+                  " down longer than " + config::duration_text(spec_->peer_down_timeout);
+      }
+      held_.record_drop(*s, transport::DropReason::kPeerDown, detail_, true);
+    }
+    branch_done(*s);
+  }
+  if (dropped == 0) return;
+  dropped_peer_down_.add(dropped);
+  warn_drop("peer_down", d.name,
+            d.retiring ? "its downstream was removed from the topology and is down longer than "
+                         "peer_down_timeout"
+                       : "its downstream is down longer than peer_down_timeout",
+            origin, seq, dropped);
+  d.dropped_while_down += dropped;
+  if (d.retiring) retire_if_done(d);
+}
+
 bool Downstreams::bring_open_forward(Downstream& d) {
   for (size_t i = 0; i < d.waiting.size(); ++i) {
     const transport::Slot* s = d.waiting.at(i);
@@ -218,7 +250,7 @@ void Downstreams::on_outcome(transport::OutboundLink& link, void* cookie,
   held_.merge_below(*static_cast<transport::Slot*>(cookie), outcome);
 }
 
-Downstreams::Downstream& Downstreams::of(transport::OutboundLink& link) {
+Downstream& Downstreams::of(transport::OutboundLink& link) {
   auto* d = static_cast<Downstream*>(link.context());
   if (d && d->link.get() == &link) [[likely]]
     return *d;
@@ -262,13 +294,7 @@ void Downstreams::on_credit(transport::OutboundLink& link) {
 void Downstreams::on_up(transport::OutboundLink& link) {
   Downstream& d = of(link);
   d.metrics.up->Set(1);
-  cancel_peer_down(d);
-  if (d.warned_down) {
-    node_log().info("downstream {} up after {} s", d.name,
-                    d.seconds_down(transport::EventLoop::Clock::now()));
-    d.warned_down = false;
-  }
-  if (d.dropping) stop_dropping(d, "up again: forwarding to it again");
+  peer_down_.came_up(d);
   if (d.was_up) metrics_.reconnects(d.name).Increment();
   d.was_up = true;
   if (ready_ &&
@@ -283,50 +309,12 @@ void Downstreams::on_down(transport::OutboundLink& link) {
   // message from its first unacknowledged frame: the next link starts with nothing open.
   d.open = false;
   d.metrics.up->Set(0);
-  link_went_down(d);
+  peer_down_.went_down(d);
 }
 
 }  // namespace hoprelay::daemon
 
 namespace hoprelay::daemon {
-
-// ------------------------------------------------------------------ chunked messages' branches
-
-Downstreams::BranchSet& Downstreams::branches_of(Partial& p) {
-  if (p.branches) return *static_cast<BranchSet*>(p.branches);
-  if (!current_branches_) {
-    // The first chunked message since a reload (or since the start): one allocation.
-    branch_sets_.push_back(std::make_unique<BranchSet>(BranchSet{active_, spec_->route, 0}));
-    current_branches_ = branch_sets_.back().get();
-  }
-  ++current_branches_->users;
-  p.branches = current_branches_;
-  return *current_branches_;
-}
-
-void Downstreams::leave(Partial& p) {
-  if (auto* set = static_cast<BranchSet*>(std::exchange(p.branches, nullptr))) {
-    if (--set->users == 0 && set != current_branches_) free_branch_set(set);
-  }
-}
-
-void Downstreams::free_branch_set(BranchSet* set) {
-  std::vector<Downstream*> retiring;
-  for (Downstream* d : set->peers) {
-    if (d->retiring) retiring.push_back(d);
-  }
-  std::erase_if(branch_sets_, [&](const auto& s) { return s.get() == set; });
-  // A removed peer this set kept may go now.
-  for (Downstream* d : retiring) retire_if_done(*d);
-}
-
-bool Downstreams::held_by_open_message(const Downstream& d) const {
-  for (const auto& set : branch_sets_) {
-    if (set->users != 0 && std::find(set->peers.begin(), set->peers.end(), &d) != set->peers.end())
-      return true;
-  }
-  return false;
-}
 
 void Downstreams::forget_open(uint32_t origin, uint64_t seq) {
   for (auto& d : peers_) {
@@ -341,7 +329,7 @@ void Downstreams::retire_if_done(Downstream& d) {
   // So does a message half sent whose set holds it (it may not have reached it yet).
   auto done = [this](const Downstream& d) {
     return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0) &&
-           !held_by_open_message(d);
+           !branch_sets_.holds(d);
   };
   if (!done(d)) return;
   Downstream* dying = &d;
@@ -360,7 +348,7 @@ void Downstreams::retire_if_done(Downstream& d) {
           dying->name, dying->dropped_while_down, dying->dropped_while_down == 1 ? "" : "s");
     }
     if (dying->link) dying->link->close();
-    cancel_peer_down(*dying);  // after close(), which reports the link down
+    peer_down_.cancel(*dying);  // after close(), which reports the link down
     const std::string name = dying->name;
     peers_.erase(it);
     // Its series go with it: a link_up of 0 for a peer removed on purpose would fire
@@ -382,13 +370,14 @@ Downstreams::Changes Downstreams::apply(const config::Topology& topology,
   const config::NodeSpec* n = &spec;
   topology_ = &topology;
   spec_ = &spec;
+  peer_down_.set_spec(spec);
   for (auto& d : peers_) {
     bool listed =
         std::find(n->downstream.begin(), n->downstream.end(), d->name) != n->downstream.end();
     if (!listed) {
       if (!d->retiring) removed.push_back(d->name);
       d->retiring = true;
-      watch_peer_down(*d);  // down now: given peer_down_timeout from when it went down
+      peer_down_.watch(*d);  // down now: given peer_down_timeout from when it went down
       retire_if_done(*d);
     } else {
       d->retiring = false;
@@ -419,18 +408,7 @@ Downstreams::Changes Downstreams::apply(const config::Topology& topology,
   }
   // A changed on_peer_down or peer_down_timeout applies to the peers that are down now too,
   // counting the time they have been down already.
-  bool drop_after = n->on_peer_down == config::OnPeerDown::kDropAfter;
-  auto now = transport::EventLoop::Clock::now();
-  for (auto& d : peers_) {
-    if (d->retiring) continue;  // drop-after whatever the policy: watched above
-    if (d->dropping && !drop_after) {
-      stop_dropping(*d, "still down: holding its messages again (on_peer_down = block)");
-    } else if (d->dropping && now - d->down_since < n->peer_down_timeout) {
-      stop_dropping(*d, "still down: holding its messages again until it has been down for " +
-                            config::duration_text(n->peer_down_timeout));
-    }
-    watch_peer_down(*d);
-  }
+  peer_down_.rewatch(peers_);
   rebuild_active();
   return changes;
 }

@@ -4,9 +4,10 @@
 // link), what happens while one is down (on_peer_down, peer_down_timeout), and a peer a reload
 // removed, retired once nothing sent to it is outstanding.
 //
-// Owns: each Downstream (its link, its queue of slots routed to it and not yet posted, its
-// series, its peer-down timer), the set routing chooses from, and the branch sets open
-// chunked messages keep across a reload.
+// Owns: each Downstream (downstream.h: its link, its queue of slots routed to it and not yet
+// posted, its series), the set routing chooses from, and two parts of its own: PeerDown
+// (peer_down.h: the peer-down policy and its timers) and BranchSets (branch_sets.h: the peers
+// open chunked messages keep across a reload).
 // Calls: HeldSlots (a routed slot's refs and routes, a drop's outcome), Releaser::release() when
 // the last branch of a slot is done with it, the transport (or the link threads) to connect,
 // the metrics and the drop log. Nothing here allocates, locks or logs per message.
@@ -21,11 +22,14 @@
 #include <vector>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/branch_sets.h"
+#include "hoprelay/daemon/downstream.h"
 #include "hoprelay/daemon/drop_log.h"
 #include "hoprelay/daemon/held_slots.h"
 #include "hoprelay/daemon/link_threads.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
+#include "hoprelay/daemon/peer_down.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/transport.h"
 
@@ -63,9 +67,9 @@ class Downstreams {
   // Holds `slot` and sends it to every peer, whatever the route (an end-of-stream mark).
   void to_all(transport::Slot& slot);
   // The peers `p`'s frames go to: none means a leaf for all of it (taken at its first chunk).
-  bool no_branches(Partial& p) { return branches_of(p).peers.empty(); }
+  bool no_branches(Partial& p) { return branch_sets_.of(p, active_, spec_->route).peers.empty(); }
   // `p` is done: its branch set is given back.
-  void leave(Partial& p);
+  void leave(Partial& p) { branch_sets_.leave(p); }
   // A partly forwarded message that ends here with no abort sent: no link waits for its rest.
   void forget_open(uint32_t origin, uint64_t seq);
 
@@ -87,53 +91,6 @@ class Downstreams {
   void cancel_timers();
 
  private:
-  struct Downstream {
-    std::string name;
-    std::unique_ptr<transport::OutboundLink> link;
-    RingQueue<transport::Slot*> waiting;  // routed here, not yet posted
-    PeerMetrics metrics;
-    prometheus::Gauge* queued = nullptr;
-    prometheus::Gauge* credits = nullptr;
-    prometheus::Counter* replayed = nullptr;
-    bool was_up = false;
-    bool warned_too_large = false;
-    bool retiring = false;  // removed by a reload: closed once its messages are acknowledged
-    config::Endpoint address;
-    // on_peer_down = "drop-after": since when the link is down (or, never up yet, since it was
-    // first connected), the timer that ends the wait, and whether what is routed here is being
-    // dropped (from the timer until the link is up again).
-    transport::EventLoop::Clock::time_point down_since{};
-    transport::EventLoop::TimerId down_timer = 0;
-    bool dropping = false;
-    uint64_t dropped_while_down = 0;
-    bool warned_down = false;  // warn_long_down() said it is down; said again when it is up
-    // Whole seconds since down_since, for the log lines about it.
-    int64_t seconds_down(transport::EventLoop::Clock::time_point now) const {
-      return std::chrono::duration_cast<std::chrono::seconds>(now - down_since).count();
-    }
-    // The chunked message being sent on this link: until its last frame is posted no other
-    // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
-    // come back in ring order: another message's frames between two chunks would fill its
-    // ring behind a held chunk, and neither message could finish (docs/protocol.md).
-    bool open = false;
-    uint32_t open_origin = 0;
-    uint64_t open_seq = 0;
-  };
-
-  // The peers of one moment, and the route: what active_ and the route were when a chunked
-  // message's first chunk came. Its frames all go to that set, so a reload while it is half
-  // sent neither gives an added peer its tail (refused there as incomplete) nor leaves a
-  // removed one holding its head for ever. One set serves every message between two reloads; a
-  // removed peer is kept (retire_if_done) while a set in use holds it.
-  struct BranchSet {
-    std::vector<Downstream*> peers;
-    config::Route route = config::Route::kBroadcast;  // and how they were chosen from
-    uint32_t users = 0;  // open messages (Partial::branches) routed to it
-  };
-  // p's set: the current one (taken now, at its first chunk) or the one it has.
-  BranchSet& branches_of(Partial& p);
-  void free_branch_set(BranchSet* set);
-  bool held_by_open_message(const Downstream& d) const;
   Downstream* branch_of(const Partial& p);
 
   // The peer of `link` (its context). A link not ours stops the process: guessing one once
@@ -159,22 +116,8 @@ class Downstreams {
     drops_.note(reason, peer, why, origin, seq, loop_.now_ns(), count);
   }
 
-  // Peer down (downstreams_peer_down.cpp): the link of `d` went down (or starts down): wait
-  // for it, or for its timeout.
-  void link_went_down(Downstream& d);
-  // (Re)arms the timeout of a downstream that is down, from when it went down, under the
-  // current policy; cancels it when there is nothing to wait for.
-  void watch_peer_down(Downstream& d);
-  void start_dropping(Downstream& d);
-  void stop_dropping(Downstream& d, std::string_view now_what);
-  // A downstream link down, or never up, for kDownWarnAfter is said once, at warning level:
-  // the transports log refused connects at debug level only (a peer not yet started is
-  // normal at start), so a head whose downstream never comes up looked idle.
-  void warn_long_down();
-  static constexpr std::chrono::seconds kDownWarnAfter{10};
-  // Releases everything waiting for `d` as dropped (reason peer_down).
+  // Releases everything waiting for `d` as dropped (reason peer_down): PeerDown's `drop`.
   void drop_waiting(Downstream& d);
-  void cancel_peer_down(Downstream& d);
 
   const config::Topology* topology_;
   const config::NodeSpec* spec_;
@@ -187,10 +130,8 @@ class Downstreams {
   LinkThreads* link_threads_;
   std::vector<std::unique_ptr<Downstream>> peers_;
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring
-  // Sets taken by open chunked messages, and the current one (a copy of active_, made at the
-  // first chunked message after a reload; null until then).
-  std::vector<std::unique_ptr<BranchSet>> branch_sets_;
-  BranchSet* current_branches_ = nullptr;
+  BranchSets branch_sets_;
+  PeerDown peer_down_;
   size_t round_robin_ = 0;
   std::function<void()> ready_;
   std::string detail_;  // a drop's outcome text

@@ -28,10 +28,10 @@ struct Partial {
   uint64_t seq = 0;
   uint32_t next_chunk = 0;
   Mode mode = Mode::kForward;
-  // The downstream peers its frames go to (a Node::BranchSet), fixed at its first chunk: a
+  // The downstream peers its frames go to (a BranchSets::Set), fixed at its first chunk: a
   // reload while it is half sent must not change them. Null until then.
   void* branches = nullptr;
-  // route = round-robin / hash: the one of them (Node::Downstream) its first chunk went to.
+  // route = round-robin / hash: the one of them (a Downstream) its first chunk went to.
   const void* downstream = nullptr;
   bool forwarded = false;  // kForward: chunks of it went downstream (an abort must end it)
   // kForward, forwarded: when the link its chunks came on went down (0: not orphaned). The

@@ -1,0 +1,56 @@
+// One downstream peer of a node, as Downstreams (downstreams.h) keeps it: its link, the slots
+// routed to it and not yet posted, its series, the chunked message open on its link, and what
+// PeerDown (peer_down.h) knows of it while it is down. Plain data: the component named beside
+// each group gives it its meaning and is the only one to write it.
+// One thread (the node's event loop).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/metrics.h"
+#include "hoprelay/daemon/ring_queue.h"
+#include "hoprelay/transport/event_loop.h"
+#include "hoprelay/transport/transport.h"
+
+namespace hoprelay::daemon {
+
+struct Downstream {
+  // Downstreams.
+  std::string name;
+  std::unique_ptr<transport::OutboundLink> link;
+  RingQueue<transport::Slot*> waiting;  // routed here, not yet posted
+  PeerMetrics metrics;
+  prometheus::Gauge* queued = nullptr;
+  prometheus::Gauge* credits = nullptr;
+  prometheus::Counter* replayed = nullptr;
+  bool was_up = false;
+  bool warned_too_large = false;
+  bool retiring = false;  // removed by a reload: closed once its messages are acknowledged
+  config::Endpoint address;
+  // The chunked message being sent on this link: until its last frame is posted no other
+  // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
+  // come back in ring order: another message's frames between two chunks would fill its
+  // ring behind a held chunk, and neither message could finish (docs/protocol.md).
+  bool open = false;
+  uint32_t open_origin = 0;
+  uint64_t open_seq = 0;
+
+  // PeerDown: since when the link is down (or, never up yet, since it was first connected),
+  // the timer that ends the wait under "drop-after", and whether what is routed here is being
+  // dropped (from the timer until the link is up again).
+  transport::EventLoop::Clock::time_point down_since{};
+  transport::EventLoop::TimerId down_timer = 0;
+  bool dropping = false;
+  uint64_t dropped_while_down = 0;  // Downstreams counts them (drop_waiting)
+  bool warned_down = false;         // said to be down for long; said again when it is up
+  // Whole seconds since down_since, for the log lines about it.
+  int64_t seconds_down(transport::EventLoop::Clock::time_point now) const {
+    return std::chrono::duration_cast<std::chrono::seconds>(now - down_since).count();
+  }
+};
+
+}  // namespace hoprelay::daemon
