@@ -1,4 +1,5 @@
 #include "hoprelay/transport/auth.h"
+#include "hoprelay/transport/auth_handshake.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -124,6 +125,53 @@ TEST(AuthKey, ProofsDependOnTheKeyBothNoncesTheMessageAndTheDirection) {
   wrong[31] ^= std::byte{1};
   EXPECT_FALSE(mac_matches(proof, wrong));
   EXPECT_FALSE(mac_matches(proof, std::span(proof).first(31)));
+}
+
+// Both halves of the exchange as the transports run them (auth_handshake.h): a peer with the
+// key gets in both ways; a wrong key, a replayed answer, a second challenge, a welcome with no
+// challenge or a forged one are each refused, with words that say what to do.
+TEST(AuthHandshake, BothHalvesAgreeOnlyWithTheSameKeyOnThisConnection) {
+  AuthKey key(bytes(std::string(32, 'k')));
+  AuthKey other(bytes(std::string(32, 'o')));
+  auto hello = bytes("hello as a");
+  auto welcome = bytes("welcome: 64 slots");
+
+  AuthAcceptor acceptor;
+  AuthConnector connector;
+  std::array<std::byte, kAuthSize> answer;
+  EXPECT_FALSE(
+      connector.check_welcome(key, welcome, std::span<const std::byte>{}, "b").value_or("").empty())
+      << "a welcome before any challenge";
+  const Nonce challenge = acceptor.challenge();
+  ASSERT_TRUE(connector.answer(key, challenge, hello, answer.data()));
+  EXPECT_FALSE(connector.answer(key, challenge, hello, answer.data())) << "challenged twice";
+  EXPECT_EQ(acceptor.check(key, hello, answer), AuthAcceptor::Answer::kOk);
+  const Mac proof = acceptor.proof(key, welcome);
+  EXPECT_EQ(connector.check_welcome(key, welcome, proof, "b"), std::nullopt);
+
+  // The welcome's proof covers its bytes and comes from the key.
+  auto changed = bytes("welcome: 65 slots");
+  EXPECT_NE(connector.check_welcome(key, changed, proof, "b"), std::nullopt);
+  const auto forged = connector.check_welcome(key, welcome, acceptor.proof(other, welcome), "b");
+  ASSERT_TRUE(forged.has_value());
+  EXPECT_NE(forged->find("wrong auth_key_file, or not b"), std::string::npos) << *forged;
+
+  // The answer covers the hello, and the acceptor's challenge of this connection only.
+  EXPECT_EQ(acceptor.check(key, bytes("hello as c"), answer), AuthAcceptor::Answer::kWrongKey);
+  AuthAcceptor next;
+  next.challenge();
+  EXPECT_EQ(next.check(key, hello, answer), AuthAcceptor::Answer::kWrongKey) << "a replay";
+  EXPECT_EQ(next.check(key, hello, std::span(answer).first(40)), AuthAcceptor::Answer::kMalformed);
+  AuthConnector impostor;
+  ASSERT_TRUE(impostor.answer(other, next.last_challenge(), hello, answer.data()));
+  EXPECT_EQ(next.check(key, hello, answer), AuthAcceptor::Answer::kWrongKey);
+  EXPECT_EQ(AuthAcceptor::wrong_key_text("a"),
+            "authentication failed: wrong auth_key_file, or not a");
+
+  EXPECT_EQ(AuthConnector::mismatch(true, true), std::nullopt);
+  EXPECT_EQ(AuthConnector::mismatch(false, false), std::nullopt);
+  EXPECT_NE(AuthConnector::mismatch(true, false)->find("no auth_key_file"), std::string::npos);
+  EXPECT_NE(AuthConnector::mismatch(false, true)->find("impostor"), std::string::npos);
 }
 
 TEST(AuthKey, ChallengeTravelsInTheCmWelcome) {

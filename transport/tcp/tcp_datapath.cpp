@@ -153,12 +153,12 @@ bool TcpInbound::start_data(const FrameHeader& h) {
     protocol_error("data_before_hello", "data before the hello was admitted");
     return false;
   }
-  if (h.slot != ring_->expected_index()) {
+  if (h.slot != ring().expected_index()) {
     protocol_error("bad_slot", "data frame names slot " + std::to_string(h.slot) + ", expected " +
-                                   std::to_string(ring_->expected_index()));
+                                   std::to_string(ring().expected_index()));
     return false;
   }
-  Slot* slot = ring_->acquire();
+  Slot* slot = ring().acquire();
   if (!slot) {
     protocol_error("credit_overrun", "sender overran its credits");
     return false;
@@ -187,34 +187,6 @@ void TcpInbound::deliver(Slot& slot) {
   transport_.events().on_message(*this, slot);
 }
 
-void TcpInbound::release(Slot& slot, const Outcome* outcome) {
-  if (outcome && state_ == State::kUp) {
-    // Before the credit that covers this slot (credits are queued after it, at the earliest
-    // in this very release).
-    std::array<std::byte, kMaxOutcomeFrame> frame;
-    const uint32_t n = encode_outcome_frame(slot, *outcome, frame.data());
-    if (queue_bytes(std::span(frame).first(n))) schedule_control_flush();
-  }
-  uint32_t freed = ring_->release(slot);
-  if (state_ == State::kClosed) {
-    if (slots_in_use() == 0) transport_.reap(this);
-    return;
-  }
-  if (freed == 0) return;
-  pending_credits_ += freed;
-  schedule_control_flush();
-}
-
-// Credits coalesce: one credit frame per loop iteration, however many slots were released.
-void TcpInbound::schedule_control_flush() {
-  if (flush_scheduled_) return;
-  flush_scheduled_ = true;
-  transport_.loop().defer([this] {
-    flush_scheduled_ = false;
-    if (state_ != State::kClosed) flush_control();
-  });
-}
-
 bool TcpInbound::queue_control(const FrameHeader& h, std::span<const std::byte> body) {
   std::array<std::byte, kFrameHeaderSize + kMaxControlPayload + kMacSize> frame;
   if (body.size() > frame.size() - kFrameHeaderSize) {
@@ -228,6 +200,12 @@ bool TcpInbound::queue_control(const FrameHeader& h, std::span<const std::byte> 
 }
 
 bool TcpInbound::queue_bytes(std::span<const std::byte> frame) {
+  if (try_queue(frame)) return true;
+  fail("control backlog overflow");
+  return false;
+}
+
+bool TcpInbound::try_queue(std::span<const std::byte> frame) {
   const size_t need = frame.size();
   if (ctl_off_ == ctl_len_) ctl_off_ = ctl_len_ = 0;
   if (ctl_len_ + need > ctl_.size() && ctl_off_ > 0) {  // what was sent makes room
@@ -235,30 +213,29 @@ bool TcpInbound::queue_bytes(std::span<const std::byte> frame) {
     ctl_len_ -= ctl_off_;
     ctl_off_ = 0;
   }
-  if (ctl_len_ + need > ctl_.size()) {
-    fail("control backlog overflow");
-    return false;
-  }
+  if (ctl_len_ + need > ctl_.size()) return false;
   std::memcpy(ctl_.data() + ctl_len_, frame.data(), need);
   ctl_len_ += need;
   return true;
+}
+
+bool TcpInbound::emit_header(const FrameHeader& header) {
+  std::array<std::byte, kFrameHeaderSize> frame;
+  encode_header(header, frame.data());
+  return try_queue(frame);
 }
 
 void TcpInbound::send_control(const FrameHeader& h, std::span<const std::byte> body) {
   if (queue_control(h, body)) flush_control();
 }
 
-// Writes queued control bytes and pending credits. False when the link closed.
+// Writes queued control bytes, and the outcomes, credits and BYE that RingInbound has waiting
+// as they fit. False when the link closed.
 bool TcpInbound::flush_control() {
   for (;;) {
-    if (ctl_off_ == ctl_len_) {
-      ctl_off_ = ctl_len_ = 0;
-      if (pending_credits_ == 0) break;
-      FrameHeader c{FrameType::kCredit};
-      c.credits = std::exchange(pending_credits_, 0);
-      encode_header(c, ctl_.data());
-      ctl_len_ = kFrameHeaderSize;
-    }
+    flush_returns();
+    if (state_ == State::kClosed) return false;
+    if (ctl_off_ == ctl_len_) break;
     ssize_t n = ::send(fd_, ctl_.data() + ctl_off_, ctl_len_ - ctl_off_, MSG_NOSIGNAL);
     if (n > 0) {
       ctl_off_ += size_t(n);

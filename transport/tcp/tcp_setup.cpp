@@ -24,6 +24,8 @@ namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::milliseconds(5000);
 constexpr size_t kRxBuffer = 256 * 1024;
+// Control bytes waiting for the socket: outcomes beyond it wait in RingInbound.
+constexpr size_t kCtlBuffer = 16 * 1024;
 // SO_BUSY_POLL in busy mode, the value the kernel's documentation suggests. Our sockets are
 // non-blocking, so a read that finds one empty polls the device's queue once, not for this long.
 constexpr int kBusyPollMicros = 50;
@@ -209,7 +211,10 @@ std::unique_ptr<MemoryRegion> TcpTransport::allocate(size_t bytes) {
 
 TcpInbound::TcpInbound(TcpTransport& transport, int fd, std::string address)
     // Only a hello fits until the peer is admitted: strangers cost little memory.
-    : transport_(transport), fd_(fd), rx_(kFrameHeaderSize + kMaxControlPayload) {
+    : RingInbound(transport.loop()),
+      transport_(transport),
+      fd_(fd),
+      rx_(kFrameHeaderSize + kMaxControlPayload) {
   peer_.address = std::move(address);
   transport_.loop().add(fd_, EPOLLIN, this);
   hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
@@ -254,13 +259,12 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   peer_.origin = hello.origin;
   std::string reason;
   if (!transport_.events().admit(peer_, reason)) return reject(reason);
-  if (!transport_.identity().auth) return admitted(nullptr);
+  if (!transport_.identity().auth) return admitted(false);
   // The name is one the topology declares; now the peer proves it holds the key.
   std::memcpy(hello_.data(), body.data(), kHelloSize);
-  challenge_ = fresh_nonce();
   FrameHeader c{FrameType::kChallenge};
   c.length = kNonceSize;
-  send_control(c, challenge_);
+  send_control(c, auth_.challenge());
   if (state_ == State::kClosed) return;  // the send failed: reaped, no timer for it
   state_ = State::kAuth;
   hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
@@ -273,14 +277,12 @@ void TcpInbound::handle_auth(const FrameHeader& h, std::span<const std::byte> bo
   if (h.length != kAuthSize) return protocol_error("bad_auth", "malformed auth frame");
   transport_.loop().cancel(hello_timer_);
   hello_timer_ = 0;
-  Nonce client;
-  std::memcpy(client.data(), body.data(), kNonceSize);
-  Mac expected = transport_.identity().auth->client_proof(challenge_, client, hello_);
-  if (!mac_matches(expected, body.subspan(kNonceSize))) {
+  if (auth_.check(*transport_.identity().auth, hello_, body.first(h.length)) !=
+      AuthAcceptor::Answer::kOk) {
     transport_.events().on_auth_failed(peer_);
-    return reject("authentication failed: wrong auth_key_file, or not " + peer_.name);
+    return reject(AuthAcceptor::wrong_key_text(peer_.name));
   }
-  admitted(&client);
+  admitted(true);
 }
 
 void TcpInbound::reject(std::string_view reason) {
@@ -296,27 +298,28 @@ void TcpInbound::reject(std::string_view reason) {
   transport_.reap(this);
 }
 
-void TcpInbound::admitted(const Nonce* client_nonce) {
+void TcpInbound::admitted(bool authenticated) {
   if (peer_.topology_hash != transport_.identity().topology_hash) {
     log().warn("{} at {} runs a different topology file (hash {:016x}, ours {:016x})", peer_.name,
                peer_.address, peer_.topology_hash, transport_.identity().topology_hash);
   }
   const ListenParams& lp = transport_.listen_params();
   memory_ = transport_.allocate(SlotRing::size_for(lp.slots, lp.slot_size));
-  ring_.emplace(memory_->data(), lp.slots, lp.slot_size, this, memory_.get());
+  outcomes_.resize(size_t{lp.slots} * kMaxOutcomeFrame);
+  start_ring(memory_->data(), lp.slots, lp.slot_size, memory_.get(), outcomes_.data(),
+             kMaxOutcomeFrame);
   limits_.max_data_payload = lp.slot_size;
   rx_.resize(kRxBuffer);
-  ctl_.resize(ctl_.size() + size_t{lp.slots} * (kFrameHeaderSize + kMaxOutcomePayload));
+  ctl_.resize(kCtlBuffer);
   WelcomeBody w{lp.slots, lp.slot_size, transport_.identity().topology_hash,
                 transport_.events().resume_seq(peer_)};
   std::array<std::byte, kWelcomeSize + kMacSize> body_out;
   encode_welcome(w, body_out.data());
   FrameHeader wh{FrameType::kWelcome};
   wh.length = kWelcomeSize;
-  if (client_nonce) {
+  if (authenticated) {
     // Our answer: the sender checks it before it sends a single message.
-    Mac proof = transport_.identity().auth->server_proof(*client_nonce, challenge_,
-                                                         std::span(body_out).first(kWelcomeSize));
+    Mac proof = auth_.proof(*transport_.identity().auth, std::span(body_out).first(kWelcomeSize));
     std::memcpy(body_out.data() + kWelcomeSize, proof.data(), kMacSize);
     wh.length += kMacSize;
   }
@@ -326,7 +329,7 @@ void TcpInbound::admitted(const Nonce* client_nonce) {
   if (state_ == State::kClosed) return;
   state_ = State::kUp;
   log().info("inbound link up: {} from {}{}", peer_.name, peer_.address,
-             client_nonce ? " (authenticated)" : "");
+             authenticated ? " (authenticated)" : "");
   transport_.events().on_inbound_up(*this);
 }
 
@@ -349,7 +352,7 @@ void TcpInbound::fail(std::string_view reason, bool clean) {
   fd_ = -1;
   // A frame whose payload never completed was never delivered: its slot goes back here.
   if (partial_) {
-    ring_->release(*partial_);
+    ring().release(*partial_);
     partial_ = nullptr;
   }
   if (was_up) {
@@ -368,7 +371,12 @@ void TcpInbound::fail(std::string_view reason, bool clean) {
 void TcpInbound::drain() {
   if (state_ != State::kUp) return;
   draining_ = true;
-  send_control(FrameHeader{FrameType::kBye}, {});
+  queue_bye();
+  flush_control();
+}
+
+void TcpInbound::reap() {
+  transport_.reap(this);
 }
 
 void TcpInbound::update_interest() {
@@ -454,7 +462,7 @@ void TcpOutbound::on_connected() {
   encode_header(h, buf.data());
   encode_hello(hello, buf.data() + kFrameHeaderSize);
   std::memcpy(hello_.data(), buf.data() + kFrameHeaderSize, kHelloSize);
-  challenged_ = false;
+  auth_ = AuthConnector{};
   // The socket is fresh and empty: 96 bytes always fit into its send buffer.
   if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
     return drop("cannot send hello", true);
@@ -464,22 +472,14 @@ void TcpOutbound::on_connected() {
 
 void TcpOutbound::handle_challenge(const FrameHeader& h, std::span<const std::byte> body) {
   const auto& key = transport_.identity().auth;
-  if (!key) {
-    return refuse_peer(
-        "it asks for authentication and this node has no auth_key_file: give both the same "
-        "topology");
-  }
-  if (challenged_ || h.length != kNonceSize) return drop("malformed challenge", true);
-  challenged_ = true;
-  std::memcpy(challenge_.data(), body.data(), kNonceSize);
-  nonce_ = fresh_nonce();
-  Mac proof = key->client_proof(challenge_, nonce_, hello_);
+  if (!key) return refuse_peer(*AuthConnector::mismatch(true, false));
   std::array<std::byte, kFrameHeaderSize + kAuthSize> buf;
+  if (!auth_.answer(*key, body.first(h.length), hello_, buf.data() + kFrameHeaderSize)) {
+    return drop("malformed challenge", true);
+  }
   FrameHeader a{FrameType::kAuth};
   a.length = kAuthSize;
   encode_header(a, buf.data());
-  std::memcpy(buf.data() + kFrameHeaderSize, nonce_.data(), kNonceSize);
-  std::memcpy(buf.data() + kFrameHeaderSize + kNonceSize, proof.data(), kMacSize);
   // Nothing else was sent since the hello: 96 more bytes fit into the socket's buffer.
   if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
     return drop("cannot send auth", true);
@@ -497,19 +497,13 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   WelcomeBody w;
   uint32_t expected = kWelcomeSize + (key ? kMacSize : 0);
   if (h.length != expected || !decode_welcome(body.first(kWelcomeSize), w) || w.slots > 1u << 20) {
-    if (key && h.length == kWelcomeSize) {
-      return refuse_peer(
-          "it did not authenticate itself (its topology has no auth_key_file?); an impostor "
-          "could be listening at its address");
-    }
+    if (key && h.length == kWelcomeSize) return refuse_peer(*AuthConnector::mismatch(false, true));
     return drop("malformed welcome", true);
   }
   if (key) {
-    if (!challenged_) return refuse_peer("it welcomed this node without a challenge");
-    if (!mac_matches(key->server_proof(nonce_, challenge_, body.first(kWelcomeSize)),
-                     body.subspan(kWelcomeSize))) {
-      return refuse_peer("its answer to our challenge is wrong: wrong auth_key_file, or not " +
-                         peer_name_);
+    if (auto why = auth_.check_welcome(*key, body.first(kWelcomeSize), body.subspan(kWelcomeSize),
+                                       peer_name_)) {
+      return refuse_peer(*why);
     }
   }
   if (timer_) transport_.loop().cancel(timer_);

@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/transport/auth_handshake.h"
 #include "hoprelay/transport/backoff.h"
 #include "hoprelay/transport/frame_ledger.h"
+#include "hoprelay/transport/ring_inbound.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::transport::tcp {
@@ -26,21 +28,16 @@ class HeapRegion final : public MemoryRegion {
 };
 
 // Receiving end of one link: parses frames from the socket straight into the ring's slots.
-class TcpInbound final : public InboundLink, public EventLoop::Handler {
+// Credits and outcomes go back through RingInbound (ring_inbound.h): this class queues them
+// into its control buffer and writes that to the socket.
+class TcpInbound final : public RingInbound, public EventLoop::Handler {
  public:
   TcpInbound(TcpTransport& transport, int fd, std::string address);
   ~TcpInbound();
 
   void on_io(uint32_t events) override;
-  void release(Slot& slot, const Outcome* outcome) override;
   void drain() override;
-  uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
-  uint32_t slots_held() const override { return ring_ ? ring_->held() : 0; }
-  uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
-  void unreturned_origins(std::vector<uint32_t>& out) const override {
-    if (ring_) ring_->unreturned_origins(out);
-  }
-  bool closed() const { return state_ == State::kClosed; }
+  bool closed() const override { return state_ == State::kClosed; }
   // Closes with a reason (logged, counted by the caller's metrics through on_inbound_down).
   // `clean`: the peer said goodbye; logged at info, not as a failure.
   void fail(std::string_view reason, bool clean = false);
@@ -50,18 +47,26 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
  private:
   enum class State { kHello, kAuth, kUp, kClosed };
 
+  // RingInbound
+  bool emit_outcome(std::span<const std::byte> frame) override { return try_queue(frame); }
+  bool emit_header(const FrameHeader& header) override;
+  bool returns_open() const override { return state_ == State::kUp; }
+  void reap() override;
+  void send_returns() override { flush_control(); }
+
   // tcp_setup.cpp
   void handle_hello(const FrameHeader& h, std::span<const std::byte> body);
   void handle_auth(const FrameHeader& h, std::span<const std::byte> body);
   // Admitted (and authenticated, with the sender's nonce, when the link authenticates): the
   // ring is allocated and the welcome sent.
-  void admitted(const Nonce* client_nonce);
+  void admitted(bool authenticated);
   void reject(std::string_view reason);
   void send_control(const FrameHeader& h, std::span<const std::byte> body);
   // Appends a control frame to ctl_ (false, and the link failed, when it does not fit).
   bool queue_control(const FrameHeader& h, std::span<const std::byte> body);
   bool queue_bytes(std::span<const std::byte> frame);  // a whole encoded frame
-  void schedule_control_flush();
+  // Appends a whole encoded frame when it fits (false: not now, nothing failed).
+  bool try_queue(std::span<const std::byte> frame);
   void update_interest();
   // tcp_datapath.cpp
   bool read_some();
@@ -80,9 +85,9 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   EventLoop::TimerId hello_timer_ = 0;
   // Pre-shared key admission: the hello as received and the challenge sent (auth.h).
   std::array<std::byte, kHelloSize> hello_{};
-  Nonce challenge_{};
+  AuthAcceptor auth_;
   std::unique_ptr<MemoryRegion> memory_;
-  std::optional<SlotRing> ring_;
+  std::vector<std::byte> outcomes_;  // a kMaxOutcomeFrame buffer per slot (RingInbound)
   WireLimits limits_{};
   // Stream buffer for headers and small frames; large payloads bypass it (read into the slot).
   std::vector<std::byte> rx_;
@@ -90,14 +95,11 @@ class TcpInbound final : public InboundLink, public EventLoop::Handler {
   size_t rx_end_ = 0;
   Slot* partial_ = nullptr;  // a data frame whose payload is still arriving
   uint32_t partial_have_ = 0;
-  // Control bytes to send (welcome, reject, outcomes, credits); credits coalesce into one
-  // frame. Room for an outcome per slot (each slot's release sends at most one, and no slot
-  // is released again before its credit has gone) besides the handshake's frames.
+  // Control bytes to send (the handshake's frames, then outcomes, credits and BYE from
+  // RingInbound, as many as fit: the rest waits there until the socket takes these).
   std::vector<std::byte> ctl_ = std::vector<std::byte>(512);
   size_t ctl_off_ = 0;
   size_t ctl_len_ = 0;
-  uint32_t pending_credits_ = 0;
-  bool flush_scheduled_ = false;
 };
 
 // Sending end of one link: connects, says hello, posts frames with writev, and turns credit
@@ -156,9 +158,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   uint32_t peer_slot_size_ = 0;
   // Pre-shared key admission: the hello we sent, the peer's challenge and our nonce.
   std::array<std::byte, kHelloSize> hello_{};
-  Nonce challenge_{};
-  Nonce nonce_{};
-  bool challenged_ = false;
+  AuthConnector auth_;  // a fresh one per connection
   // Posted frames (frame_ledger.h): [acked, written_) are on the wire awaiting credit,
   // [written_, tail) still to write (written_off_ bytes of the first already sent); tx_ holds
   // their headers by the ledger's index.

@@ -43,8 +43,8 @@ bool VerbsInbound::post_receives(uint32_t count) {
   while (count > 0) {
     const uint32_t n = std::min(count, kRecvChain);
     for (uint32_t i = 0; i < n; ++i) {
-      const auto slot = static_cast<uint32_t>((receives_posted_ + i) % ring_->slots());
-      sges[i] = {reinterpret_cast<uint64_t>(ring_->at(slot).frame), stride_,
+      const auto slot = static_cast<uint32_t>((receives_posted_ + i) % ring().slots());
+      sges[i] = {reinterpret_cast<uint64_t>(ring().at(slot).frame), stride_,
                  conn_.region_a->lkey()};
       wrs[i] = ibv_recv_wr{};
       wrs[i].wr_id = make_wr_id(kRecvData, slot);
@@ -82,7 +82,7 @@ bool VerbsInbound::poll_cq() {
         case kSendControl:
           watch_.completed();
           sq_outstanding_ -= static_cast<uint32_t>(wr_value(wc[i].wr_id));
-          if (pending_credits_ || !pending_outcomes_.empty() || bye_pending_) flush_credits();
+          if (returns_pending()) flush_returns();
           break;
         case kRecvAuth:
           on_auth(wc[i]);
@@ -107,11 +107,11 @@ void VerbsInbound::violation(const char* kind, std::string_view reason) {
 
 void VerbsInbound::on_data(const ibv_wc& wc) {
   uint32_t slot_index = static_cast<uint32_t>(wr_value(wc.wr_id));
-  uint32_t expected = ring_->expected_index();
+  uint32_t expected = ring().expected_index();
   if (slot_index != expected) return violation("bad_slot", "receive completed out of ring order");
-  Slot& slot = ring_->at(slot_index);
+  Slot& slot = ring().at(slot_index);
   FrameHeader h;
-  WireLimits limits{ring_->slot_size()};
+  WireLimits limits{ring().slot_size()};
   WireError err = decode_header(slot.frame, limits, h);
   if (err != WireError::kOk) return violation(reason_label(err).data(), reason_text(err));
   if (h.type != FrameType::kData) {
@@ -133,7 +133,7 @@ void VerbsInbound::on_data(const ibv_wc& wc) {
   } else {
     return fail("unexpected receive opcode");
   }
-  Slot* s = ring_->acquire();
+  Slot* s = ring().acquire();
   if (!s) return violation("credit_overrun", "sender overran its credits");
   s->length = h.length;
   s->origin = h.origin;
@@ -150,74 +150,27 @@ void VerbsInbound::on_data(const ibv_wc& wc) {
   transport_.events().on_message(*this, *s);
 }
 
-std::byte* VerbsInbound::outcome_frame(uint32_t slot) {
-  return conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer +
-         size_t{slot} * kOutcomeFrame;
+bool VerbsInbound::freed(uint32_t count) {
+  if (post_receives(count)) return true;
+  fail("ibv_post_recv failed");
+  return false;
 }
 
-void VerbsInbound::release(Slot& slot, const Outcome* outcome) {
-  // Also before the link is up (a frame may complete before our ESTABLISHED): maybe_up()
-  // flushes what waited.
-  if (outcome && state_ != State::kClosed) {
-    // Encoded into the slot's own outcome buffer: it stays untouched until the slot is used
-    // and released again, long after this send completed (the credit goes after it).
-    encode_outcome_frame(slot, *outcome, outcome_frame(slot.index));
-    pending_outcomes_.push_back(slot.index);
-    if (!flush_scheduled_) {
-      flush_scheduled_ = true;
-      transport_.loop().defer([this] {
-        flush_scheduled_ = false;
-        if (state_ == State::kUp) flush_credits();
-      });
-    }
-  }
-  uint32_t freed = ring_->release(slot);
-  if (state_ == State::kClosed) {
-    if (slots_in_use() == 0) transport_.reap(this);
-    return;
-  }
-  // Re-post the freed slots' receives (in ring order) before their credit leaves: by the
-  // time the sender can use the credit, the receive is there.
-  if (freed && !post_receives(freed)) return fail("ibv_post_recv failed");
-  pending_credits_ += freed;
-  if (freed && !flush_scheduled_) {
-    flush_scheduled_ = true;
-    transport_.loop().defer([this] {
-      flush_scheduled_ = false;
-      if (state_ == State::kUp) flush_credits();
-    });
-  }
+bool VerbsInbound::emit_outcome(std::span<const std::byte> frame) {
+  if (sq_outstanding_ >= sq_depth_) return false;  // retried when a send completion retires some
+  return post_control(frame.data(), static_cast<uint32_t>(frame.size()));
 }
 
-void VerbsInbound::flush_credits() {
-  if (state_ != State::kUp) return;
-  // Outcomes first: each must reach the sender before the credit that covers its slot.
-  while (outcomes_posted_ < pending_outcomes_.size()) {
-    if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
-    std::byte* frame = outcome_frame(pending_outcomes_[outcomes_posted_]);
-    if (!post_control(frame, kFrameHeaderSize + load_le<uint32_t>(frame + 8))) return;
-    ++outcomes_posted_;
-  }
-  pending_outcomes_.clear();
-  outcomes_posted_ = 0;
-  if (pending_credits_ != 0) {
-    if (sq_outstanding_ >= sq_depth_) return;  // retried when a send completion retires some
-    std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
-    FrameHeader c{FrameType::kCredit};
-    c.credits = pending_credits_;
-    encode_header(c, buf);
-    if (!post_control(buf, kFrameHeaderSize)) return;
-    pending_credits_ = 0;
-  }
-  // Draining: the sender's control receives have room for it (kControlSpare).
-  if (bye_pending_ && sq_outstanding_ < sq_depth_) {
-    std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
-    encode_header(FrameHeader{FrameType::kBye}, buf);
-    if (post_control(buf, kFrameHeaderSize)) bye_pending_ = false;
-  }
+bool VerbsInbound::emit_header(const FrameHeader& header) {
+  if (sq_outstanding_ >= sq_depth_) return false;  // retried when a send completion retires some
+  // sq_depth_ header buffers, used in turn: the one this reuses was posted sq_depth_ sends ago,
+  // and at most sq_depth_ are outstanding, so that send has completed.
+  std::byte* buf = conn_.region_b->data() + (ctl_sent_ % sq_depth_) * kFrameHeaderSize;
+  encode_header(header, buf);
+  return post_control(buf, kFrameHeaderSize);
 }
 
-bool VerbsInbound::post_control(std::byte* frame, uint32_t length) {
+bool VerbsInbound::post_control(const std::byte* frame, uint32_t length) {
   ibv_sge sge{reinterpret_cast<uint64_t>(frame), length, conn_.region_b->lkey()};
   ibv_send_wr wr{};
   wr.sg_list = &sge;

@@ -21,7 +21,7 @@ namespace hoprelay::transport::verbs {
 
 VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello,
                            std::span<const std::byte> cm_hello)
-    : transport_(transport) {
+    : RingInbound(transport.loop()), transport_(transport) {
   std::memcpy(cm_hello_.data(), cm_hello.data(), kCmHelloSize);
   conn_.id.reset(id);
   id->context = static_cast<CmHandler*>(this);
@@ -64,23 +64,22 @@ void VerbsInbound::accept() {
       IBV_ACCESS_LOCAL_WRITE | (lp.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0));
   sq_depth_ = lp.slots + kControlSpare;
   // Credit frames to send, then the AUTH frame's receive buffer and our WELCOME's, then an
-  // OUTCOME frame per slot (outcome_frame()).
+  // OUTCOME frame per slot (outcome_frames()).
   conn_.region_b = std::make_unique<VerbsRegion>(
       pd, size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer + size_t{lp.slots} * kOutcomeFrame,
       IBV_ACCESS_LOCAL_WRITE);
-  pending_outcomes_.reserve(lp.slots);
   conn_.cq = transport_.create_cq(conn_.id->verbs, sq_depth_ + lp.slots + 3, this);
   transport_.create_qp(conn_, sq_depth_, lp.slots);
-  ring_.emplace(conn_.region_a->data(), lp.slots, lp.slot_size, this, conn_.region_a.get());
+  start_ring(conn_.region_a->data(), lp.slots, lp.slot_size, conn_.region_a.get(), outcome_frames(),
+             kOutcomeFrame);
   CmWelcome w = welcome();
   if (key) {
     // A challenge instead of the ring: no address, no key, no data receive until the peer has
     // answered it (on_auth), so an impostor never gets to write a byte.
-    challenge_ = fresh_nonce();
     w.rkey = 0;
     w.ring_addr = 0;
     w.auth = true;
-    std::memcpy(w.nonce.data(), challenge_.data(), kNonceSize);
+    std::memcpy(w.nonce.data(), auth_.challenge().data(), kNonceSize);
     std::byte* buf = conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize;
     ibv_sge sge{reinterpret_cast<uint64_t>(buf), kAuthBuffer, conn_.region_b->lkey()};
     ibv_recv_wr wr{};
@@ -91,7 +90,7 @@ void VerbsInbound::accept() {
     check_rc(ibv_post_recv(conn_.id->qp, &wr, &bad), "ibv_post_recv (auth)");
   } else {
     authenticated_ = true;
-    if (!post_receives(ring_->slots()))
+    if (!post_receives(ring().slots()))
       throw TransportError("ibv_post_recv failed while accepting");
   }
   std::array<std::byte, kCmChallengeSize> pdata;
@@ -123,16 +122,14 @@ void VerbsInbound::on_auth(const ibv_wc& wc) {
     return violation("bad_auth", "expected an AUTH frame answering the challenge");
   }
   const AuthKey& key = *transport_.identity().auth;
-  Nonce client;
-  std::memcpy(client.data(), in + kFrameHeaderSize, kNonceSize);
-  if (!mac_matches(key.client_proof(challenge_, client, cm_hello_),
-                   {in + kFrameHeaderSize + kNonceSize, kMacSize})) {
+  if (auth_.check(key, cm_hello_, {in + kFrameHeaderSize, kAuthSize}) !=
+      AuthAcceptor::Answer::kOk) {
     transport_.events().on_auth_failed(peer_);
-    log().warn("rejected {} from {}: authentication failed: wrong auth_key_file, or not {}",
-               peer_.name, peer_.address, peer_.name);
+    log().warn("rejected {} from {}: {}", peer_.name, peer_.address,
+               AuthAcceptor::wrong_key_text(peer_.name));
     return fail("authentication failed");
   }
-  if (!post_receives(ring_->slots())) return fail("ibv_post_recv failed");
+  if (!post_receives(ring().slots())) return fail("ibv_post_recv failed");
   // The ring's address and key, with our answer to the sender's nonce.
   CmWelcome w = welcome();
   std::byte* out = in + kAuthBuffer;
@@ -140,7 +137,7 @@ void VerbsInbound::on_auth(const ibv_wc& wc) {
   wh.length = kCmWelcomeSize + kMacSize;
   encode_header(wh, out);
   encode_cm_welcome(w, out + kFrameHeaderSize);
-  Mac proof = key.server_proof(client, challenge_, {out + kFrameHeaderSize, kCmWelcomeSize});
+  Mac proof = auth_.proof(key, {out + kFrameHeaderSize, kCmWelcomeSize});
   std::memcpy(out + kFrameHeaderSize + kCmWelcomeSize, proof.data(), kMacSize);
   if (!send_auth_frame(conn_.id->qp, out, wh.length, *conn_.region_b)) {
     return fail("ibv_post_send (welcome) failed");
@@ -155,7 +152,7 @@ void VerbsInbound::maybe_up() {
   if (setup_timer_) transport_.loop().cancel(setup_timer_);
   setup_timer_ = 0;
   log().info("inbound link up: {} from {} ({} slots, ingress by {}{})", peer_.name, peer_.address,
-             ring_->slots(),
+             ring().slots(),
              transport_.listen_params().remote_write
                  ? "WRITE with immediate or SEND"
                  : "SEND only: the ring is not remotely writable",
@@ -165,9 +162,7 @@ void VerbsInbound::maybe_up() {
   // Credits (and outcomes) of slots released before the link was up wait for it: without
   // this they would wait for ever, and so would the sender, out of credits. (A first data
   // frame now brings the link up before the node sees it: on_data().)
-  if (state_ == State::kUp && (pending_credits_ != 0 || !pending_outcomes_.empty())) {
-    flush_credits();
-  }
+  if (state_ == State::kUp) flush_returns();
 }
 
 void VerbsInbound::on_cm_event(rdma_cm_event_type type, int status, std::span<const std::byte>) {
@@ -223,8 +218,13 @@ void VerbsInbound::fail(std::string_view reason) {
 
 void VerbsInbound::drain() {
   if (state_ != State::kUp) return;
-  draining_ = bye_pending_ = true;
-  flush_credits();
+  draining_ = true;
+  queue_bye();
+  flush_returns();
+}
+
+void VerbsInbound::reap() {
+  transport_.reap(this);
 }
 
 }  // namespace hoprelay::transport::verbs

@@ -115,16 +115,7 @@ void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
   CmWelcome w;
   if (!decode_cm_welcome(private_data, w)) return drop("malformed welcome", true);
   const auto& key = transport_.identity().auth;
-  if (w.auth && !key) {
-    return refuse_peer(
-        "it asks for authentication and this node has no auth_key_file: give both the same "
-        "topology");
-  }
-  if (!w.auth && key) {
-    return refuse_peer(
-        "it did not authenticate itself (its topology has no auth_key_file?); an impostor could "
-        "be listening at its address");
-  }
+  if (auto why = AuthConnector::mismatch(w.auth, key != nullptr)) return refuse_peer(*why);
   peer_ = w;
   if (w.auth) return send_auth();
   link_up();
@@ -132,14 +123,12 @@ void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
 
 void VerbsOutbound::send_auth() {
   const AuthKey& key = *transport_.identity().auth;
-  nonce_ = fresh_nonce();
-  Mac proof = key.client_proof(peer_.nonce, nonce_, cm_hello_);
   std::byte* out = conn_->region_a->data() + conn_->region_a->size() - kAuthBuffer;
+  auth_ = AuthConnector{};
+  auth_.answer(key, peer_.nonce, cm_hello_, out + kFrameHeaderSize);  // a fresh one: cannot fail
   FrameHeader a{FrameType::kAuth};
   a.length = kAuthSize;
   encode_header(a, out);
-  std::memcpy(out + kFrameHeaderSize, nonce_.data(), kNonceSize);
-  std::memcpy(out + kFrameHeaderSize + kNonceSize, proof.data(), kMacSize);
   if (!send_auth_frame(conn_->id->qp, out, kAuthSize, *conn_->region_a)) {
     return drop("ibv_post_send (auth)", true);
   }
@@ -154,10 +143,9 @@ void VerbsOutbound::on_welcome_frame(const ibv_wc& wc, const FrameHeader& h,
     return drop("malformed welcome", true);
   }
   const AuthKey& key = *transport_.identity().auth;
-  if (!mac_matches(key.server_proof(nonce_, peer_.nonce, {body, kCmWelcomeSize}),
-                   {body + kCmWelcomeSize, kMacSize})) {
-    return refuse_peer("its answer to our challenge is wrong: wrong auth_key_file, or not " +
-                       peer_name_);
+  if (auto why = auth_.check_welcome(key, {body, kCmWelcomeSize}, {body + kCmWelcomeSize, kMacSize},
+                                     peer_name_)) {
+    return refuse_peer(*why);
   }
   if (!post_control_receive(static_cast<uint32_t>(wr_value(wc.wr_id)))) {
     return drop("ibv_post_recv failed", true);

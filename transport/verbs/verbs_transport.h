@@ -22,8 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "hoprelay/transport/auth_handshake.h"
 #include "hoprelay/transport/backoff.h"
 #include "hoprelay/transport/frame_ledger.h"
+#include "hoprelay/transport/ring_inbound.h"
 #include "hoprelay/transport/transport.h"
 #include "send_watchdog.h"
 #include "verbs_resources.h"
@@ -107,7 +109,9 @@ struct Connection {
   ~Connection();
 };
 
-class VerbsInbound final : public InboundLink, public CmHandler, public CqHandler {
+// Credits and outcomes go back through RingInbound (ring_inbound.h): this class posts them as
+// SENDs from region_b, as many as its send queue has room for.
+class VerbsInbound final : public RingInbound, public CmHandler, public CqHandler {
  public:
   VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const HelloBody& hello,
                std::span<const std::byte> cm_hello);
@@ -120,19 +124,22 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   bool poll_cq() override;
   Connection* cq_connection() override { return &conn_; }
   void cq_failed(std::string_view why) override { fail(why); }
-  void release(Slot& slot, const Outcome* outcome) override;
   void drain() override;
-  uint32_t slots_in_use() const override { return ring_ ? ring_->in_use() : 0; }
-  uint32_t slots_held() const override { return ring_ ? ring_->held() : 0; }
-  uint32_t slots() const override { return ring_ ? ring_->slots() : 0; }
-  void unreturned_origins(std::vector<uint32_t>& out) const override {
-    if (ring_) ring_->unreturned_origins(out);
-  }
   void fail(std::string_view reason);
   Connection& connection() { return conn_; }
 
  private:
   enum class State { kAccepting, kUp, kClosed };
+
+  // RingInbound
+  bool emit_outcome(std::span<const std::byte> frame) override;
+  bool emit_header(const FrameHeader& header) override;
+  bool returns_open() const override { return state_ == State::kUp; }
+  bool closed() const override { return state_ == State::kClosed; }
+  void reap() override;
+  // Reposts the freed slots' receives (in ring order) before their credit leaves: by the
+  // time the sender can use the credit, the receive is there.
+  bool freed(uint32_t count) override;
 
   CmWelcome welcome();
   // The receives of the next `count` slots in ring order (receives_posted_), chained.
@@ -148,32 +155,24 @@ class VerbsInbound final : public InboundLink, public CmHandler, public CqHandle
   void on_data(const ibv_wc& wc);
   // Liveness of the credit sends (send_watchdog.h): one tick per second while up.
   void schedule_watch();
-  // Posts the pending outcomes, then (when none is left waiting for room in the send queue)
-  // one CREDIT frame for everything released since the last one.
-  void flush_credits();
-  bool post_control(std::byte* frame, uint32_t length);
-  // The OUTCOME frame buffer of ring slot `slot` in region_b.
-  std::byte* outcome_frame(uint32_t slot);
+  bool post_control(const std::byte* frame, uint32_t length);
+  // The OUTCOME frame buffers in region_b, kOutcomeFrame bytes per ring slot.
+  std::byte* outcome_frames() {
+    return conn_.region_b->data() + size_t{sq_depth_} * kFrameHeaderSize + 2 * kAuthBuffer;
+  }
 
   VerbsTransport& transport_;
   Connection conn_;
   State state_ = State::kAccepting;
-  bool bye_pending_ = false;  // drain(): a BYE to post after the pending credits
-  bool draining_ = false;     // drain() was called: the peer's disconnect is the expected end
+  bool draining_ = false;  // drain() was called: the peer's disconnect is the expected end
   // Both must hold before the link is up: rdma_cm's ESTABLISHED and the AUTH completion can
   // come in either order (two event channels).
   bool established_ = false;
   bool authenticated_ = false;
   std::array<std::byte, kCmHelloSize> cm_hello_{};
-  Nonce challenge_{};
-  std::optional<SlotRing> ring_;
+  AuthAcceptor auth_;
   uint32_t stride_ = 0;
   uint64_t receives_posted_ = 0;  // in ring order: receive n is for slot n % slots
-  uint32_t pending_credits_ = 0;
-  // Slots whose OUTCOME frame is encoded and not yet posted (they go before any credit).
-  std::vector<uint32_t> pending_outcomes_;
-  size_t outcomes_posted_ = 0;  // of pending_outcomes_
-  bool flush_scheduled_ = false;
   uint32_t sq_depth_ = 0;
   uint32_t sq_outstanding_ = 0;
   uint32_t unsignaled_ = 0;
@@ -238,7 +237,7 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   // The peer's ring, from its welcome.
   CmWelcome peer_{};
   std::array<std::byte, kCmHelloSize> cm_hello_{};
-  Nonce nonce_{};
+  AuthConnector auth_;  // a fresh one per connection
   uint32_t peer_stride_ = 0;
   uint32_t cap_ = 0;  // credits: min(peer slots, what our queues were sized for)
   uint32_t ctl_depth_ = 0;
