@@ -93,10 +93,7 @@ void StageRunner::finish_all() {
   if (!workers_) return;
   // A reload is rare, and the workers are busy with messages already taken: the loop waits
   // for them here, helping (collect() runs waiting jobs itself while every worker is busy).
-  while (workers_->pending() != 0) {
-    workers_->collect();
-    if (workers_->pending() != 0) std::this_thread::yield();
-  }
+  workers_->finish_all();
 }
 
 void StageRunner::replace(stages::Stage next) {

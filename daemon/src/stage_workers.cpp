@@ -76,7 +76,7 @@ void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, b
   // is on it) rather than let a later message overtake it.
   while (pending() == jobs_.size()) {
     collect();
-    if (pending() == jobs_.size()) std::this_thread::yield();
+    if (pending() == jobs_.size()) wait_oldest();
   }
   StageJob& job = jobs_[tail_ & mask_];
   job.link = &link;
@@ -84,7 +84,7 @@ void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, b
   job.staged = staged;
   job.repeat = repeat;
   job.why[0] = '\0';
-  job.done.store(false, std::memory_order_relaxed);
+  job.done.store(0, std::memory_order_relaxed);
   size_t index = tail_ & mask_;
   ++tail_;
   if (staged) {
@@ -97,6 +97,19 @@ void StageWorkers::submit(transport::InboundLink& link, transport::Slot& slot, b
     if (sleepers_.load() > 0) wake_one();
   }
   collect();
+}
+
+void StageWorkers::finish_all() {
+  while (pending() != 0) {
+    collect();
+    if (pending() != 0) wait_oldest();
+  }
+}
+
+void StageWorkers::wait_oldest() {
+  // collect() stopped at it: staged, and not done. A worker has it or is about to claim it
+  // (published jobs wake a sleeper), and tells its `done` (work()).
+  jobs_[head_ & mask_].done.wait(0);
 }
 
 void StageWorkers::collect() {
@@ -139,7 +152,7 @@ bool StageWorkers::lend_a_hand() {
   add_sample(job->stage_ns);
   job->timed = false;  // counted: collect() must not count it again
   ++loop_processed_;
-  job->done.store(true);
+  job->done.store(1);
   return true;
 }
 
@@ -167,7 +180,9 @@ void StageWorkers::work(Worker& w, StageJob& job) {
   run_stage(*w.stage, job);
   w.processed.store(w.processed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   working_.fetch_sub(1);  // before done: the loop that sees it done must not count this worker
-  job.done.store(true);
+  job.done.store(1);
+  // Wakes the loop if it sleeps in wait_oldest() (no system call when nobody waits).
+  job.done.notify_one();
   if (!loop_notified_.exchange(true)) wakeup_->notify();
 }
 
@@ -209,6 +224,10 @@ void StageWorkers::run(Worker& w, int cpu) {
       work(w, *job);
     }
     busy_.fetch_sub(1);
+    // quiesce() may sleep on it (no system call when nobody does). A count that only grows:
+    // busy_ itself may leave and come back to the value a sleeper saw.
+    brackets_.fetch_add(1);
+    brackets_.notify_all();
     if (job) continue;
     w.asleep.store(true);
     sleepers_.fetch_add(1);
@@ -225,8 +244,12 @@ void StageWorkers::quiesce() {
   auto flush_asked = [this] {
     return std::any_of(workers_.begin(), workers_.end(), [](auto& w) { return w->flush.load(); });
   };
-  while (claimed_.load() != published_.load() || flush_asked() || busy_.load() != 0) {
-    std::this_thread::yield();
+  // Every change it waits for (a job claimed, a flush taken, a worker out of its stage) is
+  // made by a worker inside its busy_ bracket, whose end counts and notifies brackets_.
+  for (;;) {
+    const uint32_t seen = brackets_.load();
+    if (claimed_.load() == published_.load() && !flush_asked() && busy_.load() == 0) return;
+    brackets_.wait(seen);
   }
 }
 

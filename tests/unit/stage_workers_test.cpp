@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +181,51 @@ TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
   g_gate.store(true);
   for (int i = 0; i < 1000 && finished < slots.size(); ++i) loop.run_once(10ms);
   EXPECT_EQ(finished, slots.size());
+}
+
+// A ring of two jobs and a stage of 2 ms a call on the one worker, nothing lent to the loop:
+// submit() finds the ring full again and again, and finish_all() (a reload) waits for the rest.
+// Both sleep until the worker is done (a futex); yielding in a loop, they burnt a core of the
+// two for as long as the worker took. Every job finishes once, in order.
+TEST(StageWorkers, AFullRingAndFinishAllSleepUntilTheWorkerIsDone) {
+  t_is_loop = true;
+  transport::EventLoop loop;
+  auto type = std::make_shared<stages::StageType>(&kGated, nullptr, "test");
+  stages::Stage stage(type, "n", {});
+  std::vector<uint64_t> finished;
+  StageWorkers workers(loop, {&stage}, nullptr, 64, 2, {},
+                       [&](StageJob& job) { finished.push_back(job.slot->seq); });
+  constexpr size_t kJobs = 40, kSlotBytes = transport::kFrameHeaderSize + 64;
+  std::vector<std::byte> memory(kJobs * kSlotBytes);
+  std::vector<transport::Slot> slots(kJobs);
+  NoLink link;
+  auto cpu_ns = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+  };
+  const uint64_t cpu_before = cpu_ns();
+  const auto wall_before = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < kJobs; ++i) {
+    slots[i].frame = memory.data() + i * kSlotBytes;
+    slots[i].length = 1;
+    slots[i].origin = 3;  // 2 ms
+    slots[i].seq = i;
+    workers.submit(link, slots[i], true);
+  }
+  EXPECT_GT(workers.pending(), 0u);
+  workers.finish_all();
+  const uint64_t cpu = cpu_ns() - cpu_before;
+  const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - wall_before)
+                        .count();
+  EXPECT_EQ(workers.pending(), 0u);
+  ASSERT_EQ(finished.size(), kJobs);
+  for (size_t i = 0; i < kJobs; ++i) EXPECT_EQ(finished[i], i);
+  EXPECT_EQ(workers.processed_on_loop(), 0u);
+  // At least 80 ms of the worker's stage, waited for: asleep, the loop used a small part of
+  // it (spinning, nearly all of it).
+  EXPECT_LT(double(cpu), 0.5 * double(wall)) << "cpu " << cpu << " ns over " << wall << " ns";
 }
 
 // A flush asked of idle workers reaches each of them, and quiesce() (a reload) returns: with

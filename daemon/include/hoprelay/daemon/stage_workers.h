@@ -46,7 +46,9 @@ struct StageJob {
   static constexpr size_t kWhyMax = 96;  // the outcome's detail is cut there anyway
   char why[kWhyMax + 1] = {};            // the stage's last_error() for a DROP or ERROR, or ""
   bool timed = false;  // one in kStageSample: the worker measures the stage's time
-  std::atomic<bool> done{false};
+  // 1 once the stage ran. 32 bits, not a bool: std::atomic<uint32_t>::wait is a futex on the
+  // word itself, where a bool's goes through a table shared by the process.
+  std::atomic<uint32_t> done{0};
 };
 
 class StageWorkers {
@@ -80,8 +82,11 @@ class StageWorkers {
   // Finishes, in order, every job that is done; while the oldest is not and every worker is
   // busy, runs waiting jobs on the loop (lend_a_hand).
   void collect();
-  // Waits until no worker runs a stage (jobs done but not finished stay), so the stage
-  // instances can be swapped: a reload.
+  // Finishes every job submitted (a reload): collect(), and between two, sleeps until the
+  // oldest job's worker is done with it. The loop waits asleep (a futex), never spinning.
+  void finish_all();
+  // Waits, asleep, until no worker runs a stage (jobs done but not finished stay), so the
+  // stage instances can be swapped: a reload.
   void quiesce();
   void set_stages(std::vector<stages::Stage*> stages, stages::Stage* loop_stage);
   // Asks each worker to flush its stage instance (about once a second).
@@ -94,6 +99,10 @@ class StageWorkers {
   uint64_t processed_on_loop() const { return loop_processed_; }
 
  private:
+  // Sleeps until the oldest job, a worker's, is done (std::atomic::wait: a futex). The loop
+  // calls it only when it cannot go on without that job: a full ring, or finish_all().
+  void wait_oldest();
+
   struct alignas(64) Worker {
     stages::Stage* stage = nullptr;
     std::atomic<uint64_t> processed{0};
@@ -137,8 +146,9 @@ class StageWorkers {
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> loop_notified_{false};
   std::atomic<bool> stop_{false};
-  std::atomic<int> busy_{0};     // workers awake, touching their stage or a job (quiesce)
-  std::atomic<int> working_{0};  // workers running a job they claimed (lend_a_hand)
+  std::atomic<int> busy_{0};           // workers awake, touching their stage or a job (quiesce)
+  std::atomic<uint32_t> brackets_{0};  // busy_ brackets ended: what quiesce() sleeps on
+  std::atomic<int> working_{0};        // workers running a job they claimed (lend_a_hand)
   std::unique_ptr<transport::EventFdWakeup> wakeup_;  // a worker finished a job
   std::vector<std::unique_ptr<Worker>> workers_;
 };
