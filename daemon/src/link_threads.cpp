@@ -18,6 +18,7 @@
 #include "hoprelay/daemon/loop_watch.h"
 #include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/log.h"
+#include "link_thread_worker.h"
 
 namespace hoprelay::daemon {
 namespace {
@@ -27,159 +28,7 @@ spdlog::logger& log() {
   return *logger;
 }
 
-// Entries of each ring. A post takes a credit, and the links of one thread have at most a few
-// thousand credits between them, so the command ring fills only when the thread is starved of
-// CPU; then the proxy reports no credit until it drains (the acknowledgements that follow
-// bring the node back). The event ring: the thread waits while it is full.
-constexpr size_t kRingEntries = 16384;
-constexpr size_t kOutcomeEntries = 256;
-
-constexpr uint64_t pack(uint32_t credits, uint32_t consumed) {
-  return (static_cast<uint64_t>(credits) << 32) | consumed;
-}
-
 }  // namespace
-
-// One downstream link, as both sides see it.
-struct LinkThreads::Shared {
-  uint32_t id = GenerationSlab<int>::kNone;  // until the node registers its proxy
-  Worker* worker = nullptr;
-  // The real link's credits (high half) when the thread had taken `consumed` posts (low half).
-  std::atomic<uint64_t> credits{0};
-  // The thread's side.
-  std::unique_ptr<transport::OutboundLink> real;
-  uint64_t epoch = 0;                  // drops of the real link so far
-  uint32_t consumed = 0;               // posts taken from the ring (mod 2^32)
-  uint64_t failed_epoch = UINT64_MAX;  // a post the real link refused in this epoch
-  bool closed = false;
-  bool destroyed = false;
-  bool discarded = false;  // in Worker::discarded
-  // Set by the thread once the real link is closed: close() waits for it.
-  std::atomic<bool> closed_done{false};
-};
-
-// A thread with its own event loop and transport: the real links' events come here (on that
-// thread) and go to the node's loop as Events.
-struct LinkThreads::Worker final : transport::LinkEvents {
-  Worker(LinkThreads& o) : owner(o) { discarded.reserve(256); }
-
-  LinkThreads& owner;
-  transport::EventLoop loop;
-  // Its stall detector (watch_stalls), made and destroyed on the thread's side of the loop's
-  // life: before the loop goes.
-  std::optional<LoopWatch> watch;
-  std::unique_ptr<transport::Transport> transport;
-  SpscRing<Command> commands{kRingEntries};
-  SpscRing<Event> events{kRingEntries};
-  SpscRing<transport::Outcome> outcomes{kOutcomeEntries};
-  transport::EventFdWakeup wake{loop, [this] { on_wake(); }};
-  std::atomic<bool> notified{false};
-  std::atomic<bool> stop{false};
-  bool stopping = false;  // the thread's: events are not sent any more
-  // Setup work for the thread (connect, a new topology hash): not the data path.
-  std::mutex control_mu;
-  std::vector<std::function<void()>> control;
-  std::atomic<bool> has_control{false};
-  // Events the node's loop took out of `events` while a close() waited (loop's side).
-  std::deque<Aside> aside;
-  // Links with posts discarded in the current batch of commands (the thread's; reserved).
-  std::vector<Shared*> discarded;
-  // The thread's links.
-  std::unordered_map<const transport::OutboundLink*, std::shared_ptr<Shared>> links;
-  std::thread thread;
-
-  Shared* of(const transport::OutboundLink& real) {
-    auto it = links.find(&real);
-    return it == links.end() ? nullptr : it->second.get();
-  }
-  void emit(EventKind kind, const transport::OutboundLink* real, void* cookie = nullptr,
-            std::string_view text = {}, bool with_text = false) {
-    Event e;
-    e.kind = kind;
-    if (real) {
-      Shared* s = of(*real);
-      if (!s) return;  // destroyed: the proxy is gone
-      e.id = s->id;
-    }
-    e.cookie = cookie;
-    if (with_text) e.text = new std::string(text);
-    owner.emit(*this, e);
-  }
-
-  void on_wake() {
-    // Cleared before the ring is read, and both sides use read-modify-writes of the flag (a
-    // total order): either the sender's comes after this one and it sees false and wakes us,
-    // or it came before and this one synchronizes with it, so its push is seen below. A
-    // standalone fence would do too, but ThreadSanitizer neither checks nor (GCC: -Werror=tsan)
-    // compiles it.
-    notified.exchange(false, std::memory_order_acq_rel);
-    owner.drain_commands(*this);
-  }
-
-  // LinkEvents: the thread's transport only connects, so nothing comes in.
-  bool admit(const transport::PeerInfo&, std::string& reason) override {
-    reason = "not listening";
-    return false;
-  }
-  void on_inbound_up(transport::InboundLink&) override {}
-  void on_message(transport::InboundLink&, transport::Slot&) override { std::abort(); }
-  void on_inbound_down(transport::InboundLink&, std::string_view) override {}
-
-  void on_outbound_up(transport::OutboundLink& real) override {
-    Shared* s = of(real);
-    if (!s) return;
-    s->credits.store(pack(real.credits(), s->consumed), std::memory_order_release);
-    Event e;
-    e.kind = EventKind::kUp;
-    e.id = s->id;
-    e.max_payload = real.max_payload();
-    e.peer_next_seq = real.peer_next_seq();
-    owner.emit(*this, e);
-  }
-  void on_outbound_down(transport::OutboundLink& real, std::string_view reason) override {
-    Shared* s = of(real);
-    if (!s) return;
-    ++s->epoch;  // posts made before the proxy hears of this are discarded (it returns them)
-    s->credits.store(pack(0, s->consumed), std::memory_order_release);
-    emit(EventKind::kDown, &real, nullptr, reason, true);
-  }
-  void on_acked(transport::OutboundLink& real, void* cookie) override {
-    emit(EventKind::kAcked, &real, cookie);
-  }
-  void on_outcome(transport::OutboundLink& real, void* cookie,
-                  const transport::Outcome& outcome) override {
-    if (!of(real) || stopping) return;
-    while (!outcomes.push(outcome)) {
-      if (stop.load(std::memory_order_acquire)) return;  // nobody reads them any more
-      std::this_thread::yield();
-    }
-    emit(EventKind::kOutcome, &real, cookie);
-  }
-  // The proxy hands back what it holds when it hears of the drop: it knows the posts this
-  // thread discarded too, and their order.
-  void on_returned(transport::OutboundLink&, void*) override {}
-  void on_credit(transport::OutboundLink& real) override {
-    Shared* s = of(real);
-    if (!s) return;
-    s->credits.store(pack(real.credits(), s->consumed), std::memory_order_release);
-    emit(EventKind::kCredit, &real);
-  }
-  void on_protocol_error(std::string_view kind) override {
-    emit(EventKind::kProtocolError, nullptr, nullptr, kind, true);
-  }
-  void on_completion_error(std::string_view status) override {
-    emit(EventKind::kCompletionError, nullptr, nullptr, status, true);
-  }
-  void on_connect_timeout(transport::OutboundLink& real) override {
-    emit(EventKind::kConnectTimeout, &real);
-  }
-  void on_device_lost(std::string_view device) override {
-    emit(EventKind::kDeviceLost, nullptr, nullptr, device, true);
-  }
-  void on_refused(transport::OutboundLink& real, std::string_view reason) override {
-    emit(EventKind::kRefused, &real, nullptr, reason, true);
-  }
-};
 
 // What the node holds for a downstream: the frames it posted and that are not acknowledged
 // yet, in order, and the real link's state as the last event said.
@@ -326,6 +175,7 @@ LinkThreads::~LinkThreads() {
   for (auto& w : workers_) {
     w->stop.store(true);
     w->wake.notify();
+    w->to_thread.ring();  // asleep for room in a ring nobody empties any more
   }
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
@@ -421,18 +271,20 @@ bool LinkThreads::send(Worker& w, const Command& c) {
 
 void LinkThreads::send_control(Worker& w, const Command& c) {
   // A full ring (the thread behind on posts) drains: the thread waits for nothing of ours but
-  // room for its events, which this makes.
-  while (!send(w, c)) {
+  // room for its events, which set_aside() makes; it rings once it took commands.
+  if (send(w, c)) return;
+  w.to_node.sleep_until([&] {
     set_aside(w);
-    std::this_thread::yield();
-  }
+    return send(w, c);
+  });
 }
 
 void LinkThreads::wait_for(Worker& w, const std::atomic<bool>& done) {
-  while (!done.load(std::memory_order_acquire)) {
+  // The thread rings once it is done, and whenever it waits for room in its rings.
+  w.to_node.sleep_until([&] {
     set_aside(w);
-    std::this_thread::yield();
-  }
+    return done.load(std::memory_order_acquire);
+  });
   // What was set aside is handled in order, before anything newer, at the next wake-up.
   if (!w.aside.empty()) wakeup_->notify();
 }
@@ -469,6 +321,7 @@ void LinkThreads::set_aside(Worker& w) {
     }
     w.aside.push_back(std::move(a));
   }
+  w.to_thread.ring();  // room: the thread may be asleep for it
 }
 
 void LinkThreads::drain_commands(Worker& w) {
@@ -484,7 +337,9 @@ void LinkThreads::drain_commands(Worker& w) {
     for (auto& job : control) job();
   }
   Command c;
+  bool took = false;
   while (w.commands.pop(c)) {
+    took = true;
     Shared& s = *c.link;
     switch (c.kind) {
       case CommandKind::kPost:
@@ -509,6 +364,7 @@ void LinkThreads::drain_commands(Worker& w) {
         s.closed = true;
         if (s.real) s.real->close();
         s.closed_done.store(true, std::memory_order_release);
+        w.to_node.ring();  // the node's loop sleeps in close() until this
         break;
       case CommandKind::kDestroy: {
         std::unique_ptr<std::shared_ptr<Shared>> keep(c.keep);
@@ -531,12 +387,16 @@ void LinkThreads::drain_commands(Worker& w) {
     w.emit(EventKind::kCredit, d->real.get());
   }
   w.discarded.clear();
+  if (took) w.to_node.ring();  // room in `commands`: the node's loop may be asleep for it
 }
 
 void LinkThreads::emit(Worker& w, const Event& e) {
-  while (!w.stopping && !w.events.push(e)) {
-    if (w.stop.load(std::memory_order_acquire)) w.stopping = true;  // nobody reads them now
-    std::this_thread::yield();
+  if (!w.stopping && !w.events.push(e)) {
+    w.to_node.ring();  // a node's loop asleep in a close() takes what is there
+    w.to_thread.sleep_until([&] {
+      if (w.stop.load(std::memory_order_acquire)) w.stopping = true;  // nobody reads them now
+      return w.stopping || w.events.push(e);
+    });
   }
   if (w.stopping) {
     delete e.text;
@@ -563,6 +423,7 @@ void LinkThreads::on_wakeup() {
         break;
       }
     }
+    w->to_thread.ring();  // room: the thread may be asleep for it
   }
 }
 
