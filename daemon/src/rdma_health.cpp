@@ -1,5 +1,7 @@
 #include "hoprelay/daemon/rdma_health.h"
 
+#include "hoprelay/transport/ring_registrations.h"
+
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
@@ -107,6 +109,19 @@ std::vector<prometheus::MetricFamily> RdmaHealthCollector::Collect() const {
   for (auto* f : {&state, &active, &hw}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
+  // This process's own registrations, whatever sysfs shows.
+  const transport::RingRegistrations rings = transport::ring_registrations();
+  auto registered =
+      family("hoprelay_rdma_rings_registered_total",
+             "Receive rings registered with the RDMA device (ibv_reg_mr)", MetricType::Counter);
+  add(registered, {}, static_cast<double>(rings.registered));
+  auto reused = family("hoprelay_rdma_rings_reused_total",
+                       "Receive rings a new link took from links gone instead of registering one "
+                       "(a reconnect)",
+                       MetricType::Counter);
+  add(reused, {}, static_cast<double>(rings.reused));
+  out.push_back(std::move(registered));
+  out.push_back(std::move(reused));
   return out;
 }
 

@@ -354,14 +354,25 @@ T
     --connect-timeout 20 >"$WORK/faults-send.out" 2>&1 &
   local sender=$!
   # kill -9 and restart: b, b again, then the sink c (verify-sink resumes from its REPORT.verdicts).
-  local round=0 node index
+  local round=0 node index registered=-1 reused=-1
   for node in b b c; do
     round=$((round + 1))
     index=$b_index
     [[ $node == c ]] && index=$c_index
     sleep 4
+    if [[ $node == c ]]; then
+      # b reconnected to c twice: c's rings of b's dead links went back registered, and the
+      # reconnects took them (VerbsTransport::take_ring), registering no new one.
+      registered=$(metric "$mc" hoprelay_rdma_rings_registered_total rings_registered)
+      reused=$(metric "$mc" hoprelay_rdma_rings_reused_total rings_reused)
+    fi
     restart_node "$t" "$node" "$index" "$WORK/faults-$node.$round.log"
   done
+  if ((reused >= 1 && registered >= 1 && registered <= 2)); then
+    pass "faults: b's reconnects to c reused c's receive rings (3 links from b: registered $registered, reused $reused)"
+  else
+    fail "faults: b's reconnects to c did not reuse its rings (3 links from b: registered $registered, reused $reused)"
+  fi
   local ok=1
   if ! wait "$sender"; then
     fail "faults: hoprelay send failed: $(tail -3 "$WORK/faults-send.out")"

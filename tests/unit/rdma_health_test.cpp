@@ -64,7 +64,7 @@ TEST_F(RdmaHealth, ExportsStateAndEveryHwCounterPerDeviceAndPort) {
   write(root_ / "rxe0/ports/1/hw_counters/broken", "n/a\n");
   write(root_ / "rxe1/ports/1/state", "1: DOWN\n");
   auto s = samples(RdmaHealthCollector(root_.string()).Collect());
-  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(s.size(), 8u);  // and the process's two ring counters
   EXPECT_EQ(s.at("hoprelay_rdma_port_state_id{device=rxe0,port=1,}"), 4);
   EXPECT_EQ(s.at("hoprelay_rdma_port_active{device=rxe0,port=1,}"), 1);
   EXPECT_EQ(s.at("hoprelay_rdma_port_state_id{device=rxe1,port=1,}"), 1);
@@ -74,6 +74,10 @@ TEST_F(RdmaHealth, ExportsStateAndEveryHwCounterPerDeviceAndPort) {
             0);
 }
 
-TEST_F(RdmaHealth, NoDevicesNoSeries) {
-  EXPECT_TRUE(RdmaHealthCollector(root_.string()).Collect().empty());
+TEST_F(RdmaHealth, NoDevicesNoDeviceSeriesOnlyTheProcesssRings) {
+  auto s = samples(RdmaHealthCollector(root_.string()).Collect());
+  EXPECT_EQ(s.size(), 2u);
+  // No verbs link in this process: nothing registered.
+  EXPECT_EQ(s.at("hoprelay_rdma_rings_registered_total{}"), 0);
+  EXPECT_EQ(s.at("hoprelay_rdma_rings_reused_total{}"), 0);
 }

@@ -59,7 +59,7 @@ void VerbsInbound::accept() {
   stride_ = SlotRing::stride_for(lp.slot_size);
   // The ring is the only memory this peer may write into, and only when peers of this node
   // send by WRITE (ListenParams::remote_write).
-  conn_.region_a = std::make_unique<VerbsRegion>(
+  conn_.region_a = transport_.take_ring(
       pd, SlotRing::size_for(lp.slots, lp.slot_size),
       IBV_ACCESS_LOCAL_WRITE | (lp.remote_write ? IBV_ACCESS_REMOTE_WRITE : 0));
   sq_depth_ = lp.slots + kControlSpare;

@@ -72,9 +72,13 @@ class VerbsRegion final : public MemoryRegion {
   ~VerbsRegion() override;
   uint32_t lkey() const override { return mr_->lkey; }
   uint32_t rkey() const { return mr_->rkey; }
+  // What it was registered with: a spare ring serves a link that asks for the same.
+  ibv_pd* pd() const { return mr_->pd; }
+  int access() const { return access_; }
 
  private:
   Mr mr_;  // deregistered (destructor body) before the memory is freed
+  int access_;
 };
 
 // What RLIMIT_MEMLOCK allows and what to tell an operator when `needed` bytes do not fit.

@@ -11,10 +11,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "hoprelay/transport/address.h"
 #include "hoprelay/transport/log.h"
+#include "hoprelay/transport/ring_registrations.h"
 #include "verbs_setup_common.h"
 
 namespace hoprelay::transport::verbs {
@@ -72,8 +75,8 @@ void tune_rnr_timer(ibv_qp* qp) {
 
 VerbsRegion::VerbsRegion(ibv_pd* pd, size_t bytes, int access)
     : MemoryRegion(
-          static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095})),
-          bytes) {
+          static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095})), bytes),
+      access_(access) {
   if (!data_) throw TransportError("out of memory allocating " + std::to_string(bytes) + " bytes");
   std::memset(data_, 0, bytes);
   mr_.reset(ibv_reg_mr(pd, data_, bytes, access));
@@ -91,6 +94,47 @@ VerbsRegion::VerbsRegion(ibv_pd* pd, size_t bytes, int access)
 VerbsRegion::~VerbsRegion() {
   mr_.reset();
   std::free(data_);
+}
+
+namespace {
+std::atomic<uint64_t> g_rings_registered{0};
+std::atomic<uint64_t> g_rings_reused{0};
+}  // namespace
+
+}  // namespace hoprelay::transport::verbs
+
+namespace hoprelay::transport {
+RingRegistrations ring_registrations() {
+  return {verbs::g_rings_registered.load(std::memory_order_relaxed),
+          verbs::g_rings_reused.load(std::memory_order_relaxed)};
+}
+}  // namespace hoprelay::transport
+
+namespace hoprelay::transport::verbs {
+
+std::unique_ptr<VerbsRegion> VerbsTransport::take_ring(ibv_pd* pd, size_t bytes, int access) {
+  for (auto it = spare_rings_.begin(); it != spare_rings_.end(); ++it) {
+    if ((*it)->pd() == pd && (*it)->size() == bytes && (*it)->access() == access) {
+      std::unique_ptr<VerbsRegion> ring = std::move(*it);
+      spare_rings_.erase(it);
+      g_rings_reused.fetch_add(1, std::memory_order_relaxed);
+      return ring;
+    }
+  }
+  auto ring = std::make_unique<VerbsRegion>(pd, bytes, access);
+  g_rings_registered.fetch_add(1, std::memory_order_relaxed);
+  return ring;
+}
+
+void VerbsTransport::keep_ring(std::unique_ptr<VerbsRegion> ring) {
+  if (!ring) return;
+  // As many as links are expected: with the live rings, at most twice that is registered,
+  // what listen()'s memlock check counts. A ring of another size (slots or slot_size changed
+  // by a reload) would serve nobody: the oldest spare goes first.
+  if (spare_rings_.size() >= std::max<uint32_t>(1, listen_.expected_links)) {
+    spare_rings_.erase(spare_rings_.begin());
+  }
+  spare_rings_.push_back(std::move(ring));
 }
 
 std::string memlock_shortfall(size_t needed) {
@@ -296,8 +340,11 @@ void VerbsTransport::listen(const ListenParams& params) {
   if (!to_sockaddr(params.address, sa)) {
     throw TransportError("cannot resolve listen address " + where);
   }
+  // A link that fails while the node holds some of its slots keeps its ring until they are
+  // released, and its reconnect takes another: what a recovery needs is two rings per link
+  // (keep_ring() keeps no more than that registered).
   size_t needed =
-      size_t{params.expected_links} * SlotRing::size_for(params.slots, params.slot_size);
+      2 * size_t{params.expected_links} * SlotRing::size_for(params.slots, params.slot_size);
   if (std::string advice = memlock_shortfall(needed); !advice.empty()) {
     throw TransportError(advice);
   }
@@ -361,6 +408,7 @@ void VerbsTransport::bury(std::unique_ptr<Connection> connection) {
 void VerbsTransport::reap(VerbsInbound* link) {
   loop_.defer([this, link] {
     forget(link);
+    keep_ring(link->give_up_ring());
     std::erase_if(inbound_, [link](const auto& p) { return p.get() == link; });
   });
 }

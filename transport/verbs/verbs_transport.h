@@ -127,6 +127,11 @@ class VerbsInbound final : public RingInbound, public CmHandler, public CqHandle
   void drain() override;
   void fail(std::string_view reason);
   Connection& connection() { return conn_; }
+  // A closed link's ring, for the next link (VerbsTransport::keep_ring): its QP is gone, so
+  // nothing writes into it any more. Null when the link never had one, or is not closed.
+  std::unique_ptr<VerbsRegion> give_up_ring() {
+    return state_ == State::kClosed ? std::move(conn_.region_a) : nullptr;
+  }
 
  private:
   enum class State { kAccepting, kUp, kClosed };
@@ -290,6 +295,11 @@ class VerbsTransport final : public Transport {
   // A RC QP on `conn.id` with the given depths; fills conn.qp and conn.max_inline.
   void create_qp(Connection& conn, uint32_t send_depth, uint32_t recv_depth);
   void reap(VerbsInbound* link);
+  // A receive ring: a spare one registered with `pd` for `bytes` and `access` if there is one,
+  // else a new one (the spare rings: keep_ring()).
+  std::unique_ptr<VerbsRegion> take_ring(ibv_pd* pd, size_t bytes, int access);
+  // Keeps a ring of a link gone for the next link, up to listen's expected_links of them.
+  void keep_ring(std::unique_ptr<VerbsRegion> ring);
   void forget(CqHandler* handler);
   // Frees a failed outbound connection after the current loop iteration (we may be inside its
   // own completion or cm event), and at the latest when the transport goes.
@@ -343,6 +353,10 @@ class VerbsTransport final : public Transport {
   bool burial_scheduled_ = false;
   bool device_lost_ = false;
   std::vector<CqHandler*> cq_handlers_;  // busy polling walks these
+  // Rings of closed links, still registered, for the next (take_ring): a relay that comes back
+  // does not cost its downstream an aligned_alloc, a memset and an ibv_reg_mr of a whole ring
+  // on the loop. Destroyed before the PD (declared after it).
+  std::vector<std::unique_ptr<VerbsRegion>> spare_rings_;
   std::vector<std::unique_ptr<VerbsInbound>> inbound_;
 };
 

@@ -8,6 +8,9 @@
 //                                    names: rxe has rcvd_pkts, sent_pkts, retry_exceeded_err,
 //                                    completer_retry_err, link_downed, ...)
 // A device or counter that cannot be read is left out of that scrape, not reported as 0.
+// And the process's own receive rings (transport/ring_registrations.h):
+//   hoprelay_rdma_rings_registered_total  rings registered with the device
+//   hoprelay_rdma_rings_reused_total      rings a link took from a link gone (a reconnect)
 #pragma once
 
 #include <string>
