@@ -74,6 +74,24 @@ struct OpenGateAtEnd {
   ~OpenGateAtEnd() { g_gate.store(true); }
 };
 
+// `n` slots of 64 payload bytes, each holding a 1-byte message with seq = first_seq + its index
+// and origin origin_of(index).
+struct TestSlots {
+  static constexpr size_t kSlotBytes = transport::kFrameHeaderSize + 64;
+  template <typename OriginOf>
+  TestSlots(size_t n, OriginOf origin_of, uint64_t first_seq = 0)
+      : memory(n * kSlotBytes), slots(n) {
+    for (size_t i = 0; i < n; ++i) {
+      slots[i].frame = memory.data() + i * kSlotBytes;
+      slots[i].length = 1;
+      slots[i].origin = static_cast<uint32_t>(origin_of(i));
+      slots[i].seq = first_seq + i;
+    }
+  }
+  std::vector<std::byte> memory;
+  std::vector<transport::Slot> slots;
+};
+
 // Submits `slot` (origin 1) and waits up to 10 s until a worker holds it at the gate.
 bool held_by_a_worker(StageWorkers& workers, NoLink& link, transport::Slot& slot) {
   workers.submit(link, slot, true);
@@ -89,16 +107,10 @@ bool held_by_a_worker(StageWorkers& workers, NoLink& link, transport::Slot& slot
 void warm_up(transport::EventLoop& loop, StageWorkers& workers, NoLink& link,
              std::vector<uint64_t>& finished) {
   constexpr size_t kJobs = 16;  // one in 16 is timed
-  static std::vector<std::byte> memory(kJobs * (transport::kFrameHeaderSize + 64));
-  static std::vector<transport::Slot> slots(kJobs);
+  static TestSlots test(
+      kJobs, [](size_t) { return 2; }, 1000);
   const size_t before = finished.size();
-  for (size_t i = 0; i < kJobs; ++i) {
-    slots[i].frame = memory.data() + i * (transport::kFrameHeaderSize + 64);
-    slots[i].length = 1;
-    slots[i].origin = 2;
-    slots[i].seq = 1000 + i;
-    workers.submit(link, slots[i], true);
-  }
+  for (transport::Slot& slot : test.slots) workers.submit(link, slot, true);
   for (int i = 0; i < 1000 && finished.size() < before + kJobs; ++i) loop.run_once(10ms);
   ASSERT_EQ(finished.size(), before + kJobs) << "the warm-up jobs did not finish";
 }
@@ -119,14 +131,9 @@ TEST(StageWorkers, TheLoopRunsWaitingJobsWhileEveryWorkerIsBusyAndNothingOvertak
   warm_up(loop, workers, link, finished);
   finished.clear();
   runners.clear();
-  std::vector<std::byte> memory(4 * (transport::kFrameHeaderSize + 64));
-  std::vector<transport::Slot> slots(4);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    slots[i].frame = memory.data() + i * (transport::kFrameHeaderSize + 64);
-    slots[i].length = 1;
-    slots[i].origin = i == 0 ? 1 : 2;  // the first one holds the one worker
-    slots[i].seq = i;
-  }
+  // The first one holds the one worker.
+  TestSlots test(4, [](size_t i) { return i == 0 ? 1 : 2; });
+  std::vector<transport::Slot>& slots = test.slots;
   ASSERT_TRUE(held_by_a_worker(workers, link, slots[0])) << "the worker never took the first job";
   for (size_t i = 1; i < slots.size(); ++i) workers.submit(link, slots[i], true);
   // The worker is busy: the loop runs the three others, one per reading of its clock.
@@ -151,15 +158,10 @@ TEST(StageWorkers, TheLoopLeavesAStageOfOverAMillisecondACallToTheWorkers) {
   size_t finished = 0;
   StageWorkers workers(loop, {&stage}, &stage, 64, 64, {}, [&](StageJob&) { ++finished; });
   OpenGateAtEnd gate;
-  constexpr size_t kSlow = 32, kSlotBytes = transport::kFrameHeaderSize + 64;
-  std::vector<std::byte> memory((kSlow + 4) * kSlotBytes);
-  std::vector<transport::Slot> slots(kSlow + 4);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    slots[i].frame = memory.data() + i * kSlotBytes;
-    slots[i].length = 1;
-    slots[i].origin = i < kSlow ? 3 : i == kSlow ? 1 : 2;  // 2 ms each; the held one; quick
-    slots[i].seq = i;
-  }
+  constexpr size_t kSlow = 32;
+  // 2 ms each; the held one; quick
+  TestSlots test(kSlow + 4, [](size_t i) { return i < kSlow ? 3 : i == kSlow ? 1 : 2; });
+  std::vector<transport::Slot>& slots = test.slots;
   NoLink link;
   // 32 calls of 2 ms (two of them timed, one in 16): the stage is known to be slow.
   for (size_t i = 0; i < kSlow; ++i) workers.submit(link, slots[i], true);
@@ -195,9 +197,8 @@ TEST(StageWorkers, AFullRingAndFinishAllSleepUntilTheWorkerIsDone) {
   std::vector<uint64_t> finished;
   StageWorkers workers(loop, {&stage}, nullptr, 64, 2, {},
                        [&](StageJob& job) { finished.push_back(job.slot->seq); });
-  constexpr size_t kJobs = 40, kSlotBytes = transport::kFrameHeaderSize + 64;
-  std::vector<std::byte> memory(kJobs * kSlotBytes);
-  std::vector<transport::Slot> slots(kJobs);
+  constexpr size_t kJobs = 40;
+  TestSlots test(kJobs, [](size_t) { return 3; });  // 2 ms each
   NoLink link;
   auto cpu_ns = [] {
     timespec t{};
@@ -206,13 +207,7 @@ TEST(StageWorkers, AFullRingAndFinishAllSleepUntilTheWorkerIsDone) {
   };
   const uint64_t cpu_before = cpu_ns();
   const auto wall_before = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < kJobs; ++i) {
-    slots[i].frame = memory.data() + i * kSlotBytes;
-    slots[i].length = 1;
-    slots[i].origin = 3;  // 2 ms
-    slots[i].seq = i;
-    workers.submit(link, slots[i], true);
-  }
+  for (transport::Slot& slot : test.slots) workers.submit(link, slot, true);
   EXPECT_GT(workers.pending(), 0u);
   workers.finish_all();
   const uint64_t cpu = cpu_ns() - cpu_before;
@@ -274,15 +269,9 @@ TEST(StageWorkers, TheLoopLendsOnlyOnceAWorkerHasTimedTheStageAgainAfterAReload)
                        [&](StageJob& job) { finished.push_back(job.slot->seq); });
   OpenGateAtEnd gate;
   NoLink link;
-  constexpr size_t kSlotBytes = transport::kFrameHeaderSize + 64;
-  std::vector<std::byte> memory(8 * kSlotBytes);
-  std::vector<transport::Slot> slots(8);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    slots[i].frame = memory.data() + i * kSlotBytes;
-    slots[i].length = 1;
-    slots[i].origin = i % 4 == 0 ? 1 : 2;  // 0 and 4 hold the one worker; the others quick
-    slots[i].seq = i;
-  }
+  // 0 and 4 hold the one worker; the others quick
+  TestSlots test(8, [](size_t i) { return i % 4 == 0 ? 1 : 2; });
+  std::vector<transport::Slot>& slots = test.slots;
   // Held on the worker, three waiting, nothing timed yet, then after a reload: none lent.
   auto held_then_three_not_lent = [&](size_t first, const char* when) {
     g_gate.store(false);

@@ -55,7 +55,6 @@ class AuthConnector {
   std::optional<std::string> check_welcome(const AuthKey& key, std::span<const std::byte> welcome,
                                            std::span<const std::byte> mac,
                                            std::string_view peer) const;
-  bool challenged() const { return challenged_; }
 
  private:
   Nonce challenge_{};

@@ -61,7 +61,6 @@ class RingInbound : public InboundLink {
   // from `outcomes`. Both must outlive the link.
   void start_ring(std::byte* base, uint32_t slots, uint32_t slot_size, const MemoryRegion* memory,
                   std::byte* outcomes, uint32_t outcome_stride);
-  bool has_ring() const { return ring_.has_value(); }
   SlotRing& ring() { return *ring_; }
 
   // Drain: a BYE goes after what is pending (at the next flush).
