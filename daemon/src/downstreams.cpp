@@ -185,8 +185,8 @@ void Downstreams::pump(Downstream& d) {
       branch_done(*s);
       continue;
     }
-    transport::OutFrame f{s->origin, s->seq,    s->flags, s->payload(),
-                          s->length, s->memory, s,        s->chunk};
+    transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length,
+                          s->memory, s,      s->chunk, s};
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
     note_posted(d, *s);

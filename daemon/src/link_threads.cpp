@@ -72,6 +72,9 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
     c.epoch = epoch_;
     c.link = shared_.get();
     c.frame = frame;
+    // The real link's ledger is the thread's: it must not read the slot's generation, which
+    // this loop writes. This proxy's ledger checks it (frame_ledger.h).
+    c.frame.slot = nullptr;
     if (!owner_.send(*shared_->worker, c)) return false;  // the thread is behind: see kRingEntries
     ledger_.push(frame);
     ++posted_;

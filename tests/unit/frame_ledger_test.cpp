@@ -7,6 +7,7 @@
 #include "hoprelay/transport/frame_ledger.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <deque>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "hoprelay/transport/invariants.h"
+#include "hoprelay/transport/log.h"
 #include "hoprelay/transport/slot_ring.h"
 #include "hoprelay/transport/transport.h"
 
@@ -127,6 +129,26 @@ TEST(FrameLedger, GrowsKeepingWhatIsInFlight) {
   EXPECT_EQ(acked, (std::vector<uint64_t>{1, 2, 3}));
 }
 
+// The internal-error lines report_invariant() writes while `fn` runs.
+template <class Fn>
+std::vector<std::string> invariant_log(Fn&& fn) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  module_logger("invariants")->sinks().push_back(sink);
+  fn();
+  module_logger("invariants")->sinks().pop_back();
+  return sink->last_formatted();
+}
+
+// A line that names `kind` is among `lines` (the 1st, 2nd, 4th, ... of a kind are logged, so
+// a test that causes one violation of a kind sees its line only if it is the first so far in
+// this process or a power of two: each kind is caused once per test below, once per process).
+bool logged(const std::vector<std::string>& lines, const std::string& kind) {
+  for (const auto& l : lines) {
+    if (l.find("internal error (" + kind) != std::string::npos) return true;
+  }
+  return false;
+}
+
 TEST(SlotRing, ADoubleReleaseIsCountedAndLoggedNotIgnored) {
   std::vector<std::byte> mem(SlotRing::size_for(2, 64));
   SlotRing ring(mem.data(), 2, 64, nullptr);
@@ -134,11 +156,72 @@ TEST(SlotRing, ADoubleReleaseIsCountedAndLoggedNotIgnored) {
   Slot* b = ring.acquire();
   const uint64_t before = invariant_violations(Invariant::kDoubleRelease);
   EXPECT_EQ(ring.release(*a), 1u);
-  EXPECT_EQ(ring.release(*a), 0u) << "the second release frees nothing";
+  auto lines =
+      invariant_log([&] { EXPECT_EQ(ring.release(*a), 0u) << "the second frees nothing"; });
   EXPECT_EQ(invariant_violations(Invariant::kDoubleRelease), before + 1);
+  if (before == 0) {
+    EXPECT_TRUE(logged(lines, "double_release"));
+  }
   EXPECT_EQ(ring.held(), 1u);
   EXPECT_EQ(ring.release(*b), 1u);
   EXPECT_EQ(ring.in_use(), 0u);
+}
+
+// A node forwards slot 0's frame, then (its bug) releases the slot before the downstream
+// acknowledged it; the credit lets the next frame into slot 0. The late acknowledgement (or
+// outcome, or return) of the first frame must not reach the owner, who would release (or
+// requeue) the frame now in slot 0: it is counted and logged instead.
+struct StaleSetup {
+  std::vector<std::byte> mem = std::vector<std::byte>(SlotRing::size_for(1, 64));
+  SlotRing ring{mem.data(), 1, 64, nullptr};
+  FrameLedger ledger;
+  Slot* slot = nullptr;
+
+  StaleSetup() {
+    ledger.reset(4, 4);
+    slot = ring.acquire();
+    slot->origin = 7;
+    slot->seq = 1;
+    OutFrame f = frame_of(1);
+    f.slot = slot;
+    ledger.push(f);
+    OutFrame g = frame_of(2);  // a producer's buffer: no slot, never stale
+    ledger.push(g);
+    EXPECT_EQ(ring.release(*slot), 1u);  // too early
+    EXPECT_EQ(ring.acquire(), slot) << "the next frame lands in the same slot";
+  }
+};
+
+TEST(FrameLedger, AStaleAcknowledgementIsCountedAndLoggedAndReleasesNothing) {
+  StaleSetup t;
+  const uint64_t before = invariant_violations(Invariant::kStaleRelease);
+  std::vector<uint64_t> acked;
+  auto lines = invariant_log([&] {
+    EXPECT_TRUE(
+        t.ledger.acknowledge(2, t.ledger.tail(), [&](void* c) { acked.push_back(id_of(c)); }));
+  });
+  EXPECT_EQ(acked, (std::vector<uint64_t>{2})) << "the stale frame is not handed back";
+  EXPECT_TRUE(t.ledger.empty()) << "but its credit counts";
+  EXPECT_EQ(invariant_violations(Invariant::kStaleRelease), before + 1);
+  if (before == 0) {
+    ASSERT_TRUE(logged(lines, "stale_release"));
+    EXPECT_NE(lines[0].find("origin 7 seq 1 chunk 0) acknowledged after its slot 0"),
+              std::string::npos)
+        << lines[0];
+  }
+  EXPECT_EQ(t.ring.held(), 1u) << "the newer frame is still held";
+}
+
+TEST(FrameLedger, AStaleFrameIsNeitherReportedOnNorReturned) {
+  StaleSetup t;
+  const uint64_t before = invariant_violations(Invariant::kStaleRelease);
+  FrameLedger::Frame* f = t.ledger.outcome_target(outcome_header(0, 1), t.ledger.tail());
+  ASSERT_NE(f, nullptr) << "the peer did nothing wrong: it names a frame it was sent";
+  EXPECT_FALSE(t.ledger.current(*f, "reported on"));
+  std::vector<uint64_t> returned;
+  EXPECT_EQ(t.ledger.return_all([&](void* c) { returned.push_back(id_of(c)); }), 2u);
+  EXPECT_EQ(returned, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(invariant_violations(Invariant::kStaleRelease), before + 2);
 }
 
 // ------------------------------------------------------------------ the scripted fake link

@@ -87,7 +87,9 @@ bool InprocOutbound::post(const OutFrame& frame) {
   InprocInbound::Entry& e = in_.entries_[index];
   // A slot as a transport fills it from the wire, over the producer's memory: the frame header
   // would be in front of the payload (the region leaves room; nothing reads it).
+  const uint32_t generation = e.slot.generation + 1;
   e.slot = Slot{};
+  e.slot.generation = generation;
   e.slot.frame = const_cast<std::byte*>(frame.payload) - kFrameHeaderSize;
   e.slot.link = &in_;
   e.slot.memory = frame.memory;

@@ -1,5 +1,8 @@
 #include "hoprelay/transport/frame_ledger.h"
 
+#include <fmt/format.h>
+
+#include "hoprelay/transport/invariants.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::transport {
@@ -21,7 +24,13 @@ void FrameLedger::grow(uint32_t credits) {
 
 uint32_t FrameLedger::push(const OutFrame& frame) {
   const uint32_t i = index(tail_);
-  frames_[i] = Frame{frame.cookie, frame.seq, frame.origin, frame.chunk, false};
+  frames_[i] = Frame{frame.cookie,
+                     frame.seq,
+                     frame.origin,
+                     frame.chunk,
+                     false,
+                     frame.slot,
+                     frame.slot ? frame.slot->generation : 0};
   ++tail_;
   return i;
 }
@@ -34,6 +43,16 @@ FrameLedger::Frame* FrameLedger::outcome_target(const FrameHeader& h, uint64_t s
   if (f.outcome || f.origin != h.origin || f.seq != h.seq || f.chunk != h.chunk) return nullptr;
   f.outcome = true;
   return &f;
+}
+
+void FrameLedger::report_stale(const Frame& f, const char* event) const {
+  report_invariant(
+      Invariant::kStaleRelease,
+      fmt::format("a frame (origin {} seq {} chunk {}) {} after its slot {} had been given back "
+                  "and had taken another frame (slot generation {}, {} when the frame was "
+                  "posted)",
+                  f.origin, f.seq, f.chunk, event, f.slot->index, f.slot->generation,
+                  f.generation));
 }
 
 }  // namespace hoprelay::transport

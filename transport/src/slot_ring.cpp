@@ -22,6 +22,7 @@ Slot* SlotRing::acquire() {
   if (in_use() == slots()) return nullptr;
   Slot& s = slots_[head_ % slots_.size()];
   s.held = true;
+  ++s.generation;
   ++head_;
   ++held_;
   return &s;

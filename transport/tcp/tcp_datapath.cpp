@@ -371,7 +371,9 @@ bool TcpOutbound::handle_outcome(const FrameHeader& h, std::span<const std::byte
     drop("protocol violation: a malformed outcome", true);
     return false;
   }
-  transport_.events().on_outcome(*this, frame->cookie, outcome);
+  if (ledger_.current(*frame, "reported on")) {
+    transport_.events().on_outcome(*this, frame->cookie, outcome);
+  }
   return state_ == State::kUp;
 }
 

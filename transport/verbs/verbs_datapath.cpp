@@ -412,7 +412,9 @@ bool VerbsOutbound::on_outcome_frame(const FrameHeader& h, const std::byte* body
     drop("protocol violation: a malformed outcome", true);
     return false;
   }
-  transport_.events().on_outcome(*this, frame->cookie, outcome);
+  if (ledger_.current(*frame, "reported on")) {
+    transport_.events().on_outcome(*this, frame->cookie, outcome);
+  }
   return state_ == State::kUp;
 }
 

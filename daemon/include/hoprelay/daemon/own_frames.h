@@ -33,6 +33,7 @@ class OwnFrames {
     free_.pop_back();
     s->length = 0;
     s->link = nullptr;
+    ++s->generation;
     return s;
   }
   void give_back(transport::Slot& slot) { free_.push_back(&slot); }

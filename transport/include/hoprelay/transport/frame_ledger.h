@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "hoprelay/transport/slot_ring.h"
 #include "hoprelay/transport/wire.h"
 
 namespace hoprelay::transport {
@@ -31,6 +32,9 @@ class FrameLedger {
     uint32_t origin = 0;
     uint32_t chunk = 0;
     bool outcome = false;  // the peer reported an outcome for it (at most one per frame)
+    // OutFrame::slot, and the generation it had when posted (Slot::generation).
+    const Slot* slot = nullptr;
+    uint32_t generation = 0;
   };
 
   // A link comes up: empty, at most `credits` frames in flight (the peer's slots, or fewer when
@@ -65,18 +69,30 @@ class FrameLedger {
   bool draining() const { return draining_; }
   bool drained() const { return draining_ && empty(); }
 
+  // Whether `f` is still its slot's frame (always, for a frame posted from no slot). When its
+  // slot took another frame before `f` was acknowledged, the owner released the slot too
+  // early: handing `f` back would release (or requeue) the newer frame, so the caller must
+  // not, and this reports it (invariants.h, kStaleRelease), naming `event`.
+  bool current(const Frame& f, const char* event) const {
+    if (!f.slot || f.slot->generation == f.generation) [[likely]]
+      return true;
+    report_stale(f, event);
+    return false;
+  }
+
   // A credit frame: the `credits` oldest frames are acknowledged, oldest first, each handed to
   // on_acked(cookie), which may post more. False, with nothing acknowledged, when it credits
   // none or frames never sent: those below `sent` (TCP: written whole; the others: tail()).
-  // Stops early when on_acked dropped the link (return_all()).
+  // Stops early when on_acked dropped the link (return_all()). A frame no longer current()
+  // is acknowledged without on_acked.
   template <typename OnAcked>
   bool acknowledge(uint32_t credits, uint64_t sent, OnAcked&& on_acked) {
     if (credits == 0 || credits > sent - acked_) return false;
     const uint64_t generation = generation_;
     for (uint32_t i = 0; i < credits && generation == generation_; ++i) {
-      void* cookie = frames_[index(acked_)].cookie;
+      const Frame& f = frames_[index(acked_)];
       ++acked_;
-      on_acked(cookie);
+      if (current(f, "acknowledged")) on_acked(f.cookie);
     }
     return true;
   }
@@ -89,18 +105,25 @@ class FrameLedger {
 
   // The link dropped or closed: every unacknowledged frame goes to on_returned(cookie), newest
   // first, so that an owner pushing each to the front of its queue has them in their original
-  // order; the ledger starts over empty. Returns how many came back.
+  // order; the ledger starts over empty. Returns how many came back. A frame no longer
+  // current() does not come back (it is counted).
   template <typename OnReturned>
   uint64_t return_all(OnReturned&& on_returned) {
     const uint64_t first = acked_, last = tail_;
     acked_ = tail_ = 0;
     draining_ = false;
     ++generation_;
-    for (uint64_t i = last; i-- > first;) on_returned(frames_[index(i)].cookie);
+    for (uint64_t i = last; i-- > first;) {
+      const Frame& f = frames_[index(i)];
+      if (current(f, "returned")) on_returned(f.cookie);
+    }
     return last - first;
   }
 
  private:
+  // The error path of current(): out of line, as it formats.
+  void report_stale(const Frame& f, const char* event) const;
+
   std::vector<Frame> frames_ = std::vector<Frame>(1);
   uint32_t peer_slots_ = 1;
   uint64_t acked_ = 0;

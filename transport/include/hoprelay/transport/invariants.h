@@ -15,9 +15,13 @@ enum class Invariant : uint8_t {
   // A receive slot released when it was not held: released twice, or by a holder that had
   // already given it back (slot_ring.h). Ignored, so that the credit count stays right.
   kDoubleRelease = 0,
+  // A frame forwarded from a receive slot was acknowledged (or came back) after that slot had
+  // been given back and had taken another frame (frame_ledger.h): released too early, so the
+  // late acknowledgement would release the newer frame. Not handed on.
+  kStaleRelease = 1,
   kCount
 };
-inline constexpr const char* kInvariantNames[] = {"double_release"};
+inline constexpr const char* kInvariantNames[] = {"double_release", "stale_release"};
 
 // Counts one violation of `which`; `where` says what broke, for the log line.
 void report_invariant(Invariant which, std::string_view where);

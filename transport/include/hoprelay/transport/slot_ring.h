@@ -38,6 +38,12 @@ struct Slot {
   bool held = false;  // the ring's: handed over and not released yet
   uint64_t seq = 0;
   uint32_t chunk = 0;  // index in its message when it is a chunk (FrameHeader::chunk)
+  // Counts the frames this slot has taken (SlotRing::acquire, the in-process link's landing,
+  // a node's own frames). Whoever keeps a pointer to the slot across an asynchronous
+  // boundary keeps this with it, and learns so that the slot took another frame meanwhile:
+  // a posted frame's ledger (frame_ledger.h) does, so that a late acknowledgement cannot
+  // release the frame that came after it.
+  uint32_t generation = 0;
   std::byte* payload() const { return frame + kFrameHeaderSize; }
 };
 

@@ -110,6 +110,11 @@ struct OutFrame {
   const MemoryRegion* memory = nullptr;
   void* cookie = nullptr;  // handed back in on_acked / on_returned
   uint32_t chunk = 0;      // index in its message, for a chunk (flags kFlagMore / kFlagAbort)
+  // A node forwarding a receive slot's frame names the slot: the sender's ledger keeps its
+  // generation and, should the slot take another frame before this one is acknowledged (the
+  // node broke the rule above), reports it rather than release the newer frame
+  // (frame_ledger.h). Null for other memory (a producer's buffers).
+  const Slot* slot = nullptr;
 };
 
 class OutboundLink {
