@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "hoprelay/config/endpoint.h"
+
 namespace hoprelay::config {
 
 // Position in the topology file, 1-based; 0 when not known (e.g. a whole-file problem).
@@ -39,33 +41,19 @@ class ConfigError : public std::runtime_error {
   std::vector<Diagnostic> diagnostics_;
 };
 
-// "host:port" or "[v6]:port"; host is a literal IP address or a name resolvable at run time.
-struct Endpoint {
-  std::string host;
-  uint16_t port = 0;
-  std::string to_string() const;
-  // "0.0.0.0" or "::": every address of the host, so not one a peer can expect it to send from.
-  bool is_wildcard() const { return host == "0.0.0.0" || host == "::"; }
-};
-
-enum class TransportKind { kAuto, kVerbs, kTcp };
 enum class Route { kBroadcast, kRoundRobin, kHash };
 // How data enters a node over verbs (ignored by tcp): RDMA WRITE with immediate or SEND.
 enum class Ingress { kWrite, kSend };
 // How a node forwards to its downstream peers over verbs (ignored by tcp).
 enum class Forward { kSend, kWrite };
-// Completion handling: a completion channel (event) or busy polling.
-enum class Poll { kEvent, kBusy };
 // What a node does with the messages routed to a downstream peer whose link stays down: hold
 // them (block its branch, lose nothing), or drop them once it has been down for
 // peer_down_timeout.
 enum class OnPeerDown { kBlock, kDropAfter };
 
-std::string_view to_string(TransportKind v);
 std::string_view to_string(Route v);
 std::string_view to_string(Ingress v);
 std::string_view to_string(Forward v);
-std::string_view to_string(Poll v);
 std::string_view to_string(OnPeerDown v);
 
 struct StageSpec {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hoprelay/config/topology.h"
+#include "hoprelay/config/endpoint.h"
 
 namespace hoprelay::transport {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "hoprelay/config/topology.h"
+#include "hoprelay/config/endpoint.h"
 #include "hoprelay/transport/auth.h"
 #include "hoprelay/transport/event_loop.h"
 #include "hoprelay/transport/outcome.h"
