@@ -12,12 +12,6 @@ namespace hoprelay::daemon {
 
 using Mode = Partial::Mode;
 
-namespace {
-std::string_view peer_of(const transport::InboundLink* link) {
-  return link ? std::string_view(link->peer().name) : std::string_view();
-}
-}  // namespace
-
 Chunks::Chunks(const config::NodeSpec& spec, transport::EventLoop& loop, HeldSlots& held,
                Downstreams& downstreams, StageRunner& stage, DedupTable& dedup, Releaser& releaser,
                DropLog& drops, NodeMetrics& metrics)

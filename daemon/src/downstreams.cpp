@@ -22,6 +22,12 @@ inline size_t origin_branch(uint32_t origin, size_t branches) {
   return static_cast<size_t>((x >> 32) % branches);
 }
 
+// The `opcode` label of a node's forwarding.
+std::string forward_opcode(const transport::Transport& transport, const config::NodeSpec& spec) {
+  if (transport.name() != "verbs") return "tcp";
+  return spec.forward == config::Forward::kWrite ? "write" : "send";
+}
+
 }  // namespace
 
 Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpec& spec,
@@ -81,7 +87,7 @@ Downstream& Downstreams::add(const std::string& name) {
   d->name = name;
   d->address = topology_->find(name)->listen;
   d->waiting = RingQueue<transport::Slot*>(size_t{spec_->slots} * 4);
-  d->metrics = metrics_.outbound(name, forward_opcode());
+  d->metrics = metrics_.outbound(name, forward_opcode(transport_, *spec_));
   d->queued = &metrics_.queued(name);
   d->credits = &metrics_.credits(name);
   d->replayed = &metrics_.replayed(name);
@@ -169,8 +175,8 @@ void Downstreams::pump(Downstream& d) {
       // make the peer close the link and the replay loop forever. Counted and dropped.
       d.waiting.pop_front();
       dropped_too_large_.add();
-      warn_drop("too_large_for_peer", d.name, "larger than the downstream's slots", s->origin,
-                s->seq);
+      drops_.note("too_large_for_peer", d.name, "larger than the downstream's slots", s->origin,
+                  s->seq, loop_.now_ns());
       detail_ = std::to_string(s->length) + " bytes; " + d.name + " takes at most " +
                 std::to_string(d.link->max_payload());
       held_.record_drop(*s, transport::DropReason::kTooLargeForPeer, detail_, true);
@@ -185,8 +191,8 @@ void Downstreams::pump(Downstream& d) {
       branch_done(*s);
       continue;
     }
-    transport::OutFrame f{s->origin, s->seq, s->flags, s->payload(), s->length,
-                          s->memory, s,      s->chunk, s};
+    transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
+                          s,         s->chunk, s};
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
     note_posted(d, *s);
@@ -217,11 +223,11 @@ void Downstreams::drop_waiting(Downstream& d) {
   }
   if (dropped == 0) return;
   dropped_peer_down_.add(dropped);
-  warn_drop("peer_down", d.name,
-            d.retiring ? "its downstream was removed from the topology and is down longer than "
-                         "peer_down_timeout"
-                       : "its downstream is down longer than peer_down_timeout",
-            origin, seq, dropped);
+  drops_.note("peer_down", d.name,
+              d.retiring ? "its downstream was removed from the topology and is down longer "
+                           "than peer_down_timeout"
+                         : "its downstream is down longer than peer_down_timeout",
+              origin, seq, loop_.now_ns(), dropped);
   d.dropped_while_down += dropped;
   if (d.retiring) retire_if_done(d);
 }
@@ -280,11 +286,6 @@ void Downstreams::on_returned(transport::OutboundLink& link, void* cookie) {
   d.replayed->Increment();  // the link failed: not the per-message path
   d.waiting.push_front(static_cast<transport::Slot*>(cookie));
   if (d.dropping) drop_waiting(d);
-}
-
-std::string Downstreams::forward_opcode() const {
-  if (transport_.name() != "verbs") return "tcp";
-  return spec_->forward == config::Forward::kWrite ? "write" : "send";
 }
 
 void Downstreams::on_credit(transport::OutboundLink& link) {
@@ -354,7 +355,7 @@ void Downstreams::retire_if_done(Downstream& d) {
     // Its series go with it: a link_up of 0 for a peer removed on purpose would fire
     // HoprelayLinkDown for good, nothing samples its queue or credits any more, and its
     // counters would stay for as long as the node (their handles went with `dying`).
-    metrics_.forget_downstream(name, forward_opcode());
+    metrics_.forget_downstream(name, forward_opcode(transport_, *spec_));
   });
 }
 

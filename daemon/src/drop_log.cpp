@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "hoprelay/transport/log.h"
+#include "hoprelay/transport/transport.h"
 
 namespace hoprelay::daemon {
 namespace {
@@ -13,6 +14,10 @@ spdlog::logger& log() {
 }
 
 }  // namespace
+
+std::string_view peer_of(const transport::InboundLink* link) {
+  return link ? std::string_view(link->peer().name) : std::string_view();
+}
 
 void DropLog::note(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
                    uint64_t seq, uint64_t now_ns, uint64_t count) {

@@ -66,12 +66,10 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   stage_ = std::make_unique<StageRunner>(*spec_, loop_, std::move(stage), *metrics_, held_, drops_,
                                          [this](StageJob& job) { finish_job(job); });
   metrics_->config_loaded(true, topology_->hash);
-  export_upstream_series();
+  upstreams_ = std::make_unique<Upstreams>(*metrics_, held_, transport_->name());
+  upstreams_->export_series(*spec_);
   // Deduplication forgets no origin an upstream sender may still send again (dedup.h).
-  dedup_.set_pinned([this](std::vector<uint32_t>& out) {
-    for (const auto& in : inbound_) in->link->unreturned_origins(out);
-    held_.for_each_gone([&](const transport::InboundLink& link) { link.unreturned_origins(out); });
-  });
+  dedup_.set_pinned([this](std::vector<uint32_t>& out) { upstreams_->unreturned_origins(out); });
   Releaser& owner = *this;  // (a private base: make_unique cannot see it)
   downstreams_ = std::make_unique<Downstreams>(*topology_, *spec_, loop_, *metrics_, held_, drops_,
                                                owner, *transport_, link_threads_.get());
@@ -125,12 +123,10 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
   if (peer.role == transport::PeerRole::kProducer && spec_->is_head()) {
     // Origins are identities: two producers of one origin would have their messages taken
     // for each other's repeats. The first keeps its link.
-    for (const auto& in : inbound_) {
-      const transport::PeerInfo& other = in->link->peer();
-      if (other.role != transport::PeerRole::kProducer || other.origin != peer.origin) continue;
+    if (const transport::PeerInfo* other = upstreams_->producer_with(peer.origin)) {
       metrics_->rejected("origin_in_use").Increment();
       reason = std::string(transport::kOriginInUse) + "origin " + std::to_string(peer.origin) +
-               " has a producer connected to " + spec_->name + " already, from " + other.address +
+               " has a producer connected to " + spec_->name + " already, from " + other->address +
                ": stop it, or give this producer another origin";
       return false;
     }
@@ -143,13 +139,7 @@ bool Node::admit(const transport::PeerInfo& peer, std::string& reason) {
 }
 
 void Node::on_inbound_up(transport::InboundLink& link) {
-  const std::string peer = inbound_label(link);
-  // Its context from here on (LinkNotes::of): one allocation per link, none per message.
-  auto in = std::make_unique<Inbound>(
-      link, metrics_->inbound(peer, link.in_process() ? "in-process" : transport_->name()),
-      &metrics_->link_slots_in_use(peer));
-  in->metrics.up->Increment();  // a count: several producers share the "producer" label
-  inbound_.push_back(std::move(in));
+  upstreams_->up(link);
   // Admitted before the drain began but up only now (an authenticating peer, or a verbs
   // connect request accepted before): it is asked to stop too, or the drain would wait for
   // it until its timeout.
@@ -157,16 +147,11 @@ void Node::on_inbound_up(transport::InboundLink& link) {
 }
 
 void Node::on_inbound_down(transport::InboundLink& link, std::string_view) {
-  auto it = std::find_if(inbound_.begin(), inbound_.end(),
-                         [&](const auto& i) { return i->link == &link; });
-  if (it == inbound_.end()) return;
-  std::unique_ptr<Inbound> in = std::move(*it);
-  inbound_.erase(it);
-  in->metrics.up->Decrement();
-  in->up = false;
+  std::unique_ptr<LinkNotes> notes = upstreams_->down(link);
+  if (!notes) return;
   chunks_->link_down(link);
   // Its notes stay while the node holds slots of it: their sender replays those frames.
-  held_.link_down(std::move(in));
+  held_.link_down(std::move(notes));
   if (draining_) check_drained();
 }
 
@@ -178,7 +163,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
   const bool chunk = transport::is_chunk(slot.flags, slot.chunk);
   // An end-of-stream mark is not a message: no message counter sees it.
   if (!end) {
-    Inbound* in = inbound_of(link);
+    Upstream* in = Upstreams::of(link);
     auto op = static_cast<size_t>(slot.opcode);
     if (in && in->metrics.messages[op]) {
       in->metrics.messages[op].add();
@@ -212,7 +197,7 @@ void Node::on_message(transport::InboundLink& link, transport::Slot& slot) {
 void Node::take(transport::InboundLink& link, transport::Slot& slot, bool repeat,
                 const StageJob* job) {
   if (slot.flags & transport::kFlagEnd) return end_marks_->on_end(link, slot);
-  Inbound* in = inbound_of(link);
+  Upstream* in = Upstreams::of(link);
   if (in) chunks_->check_assembling(link, slot);
   if (transport::is_chunk(slot.flags, slot.chunk)) {
     return in ? chunks_->on_chunk(link, slot, job) : release(slot);
@@ -304,28 +289,7 @@ void Node::tick() {
   chunks_->tick();
   slots_in_use_->Set(static_cast<double>(held_.count()));
   downstreams_->tick();
-  sample_link_slots();
-}
-
-// Per `peer` label the sum over its links (producers share one label; each set its own value
-// before, so the gauge showed whichever came last, and kept it once the producer was gone),
-// links that went down with slots still held included.
-void Node::sample_link_slots() {
-  for (auto& [gauge, sum] : link_slots_) sum = 0;
-  auto add = [this](prometheus::Gauge* gauge, uint32_t n) {
-    for (auto& [g, sum] : link_slots_) {
-      if (g == gauge) {
-        sum += n;
-        return;
-      }
-    }
-    link_slots_.emplace_back(gauge, n);
-  };
-  for (const auto& in : inbound_) add(in->slots_in_use, in->link->slots_in_use());
-  held_.for_each_gone([&](const transport::InboundLink& link) {
-    add(&metrics_->link_slots_in_use(inbound_label(link)), link.slots_in_use());
-  });
-  for (const auto& [gauge, sum] : link_slots_) gauge->Set(sum);
+  upstreams_->sample_slots();
 }
 
 void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done) {
@@ -335,19 +299,16 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
   // Each sender is asked to stop (BYE) and closes its link once everything it sent is
   // acknowledged: drained means no message held and no inbound link left, so nothing sent to
   // this node has to be replayed to its next run.
-  // By pointer: a link whose BYE cannot be sent fails at once, and leaves inbound_.
-  std::vector<transport::InboundLink*> links;
-  for (auto& in : inbound_) links.push_back(in->link);
-  for (auto* link : links) link->drain();
+  upstreams_->drain_all();
   node_log().info("draining: {} messages in flight, {} inbound links, waiting up to {} ms",
-                  held_.count(), inbound_.size(), timeout.count());
+                  held_.count(), upstreams_->size(), timeout.count());
   drain_timer_ = loop_.after(timeout, [this] {
     drain_timer_ = 0;
-    if (!inbound_.empty()) {
+    if (!upstreams_->empty()) {
       node_log().warn(
           "drain timed out with {} inbound links still open: their senders replay what this "
           "node did not acknowledge",
-          inbound_.size());
+          upstreams_->size());
     }
     if (drained_) std::exchange(drained_, nullptr)(held_.count());
   });
@@ -355,7 +316,7 @@ void Node::drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)
 }
 
 void Node::check_drained() {
-  if (held_.count() != 0 || !inbound_.empty() || !drained_ || drain_closing_) return;
+  if (held_.count() != 0 || !upstreams_->empty() || !drained_ || drain_closing_) return;
   if (stage_->pending() != 0) return;
   if (drain_timer_) loop_.cancel(drain_timer_);
   drain_timer_ = 0;

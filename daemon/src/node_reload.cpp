@@ -72,7 +72,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   chunks_->set_spec(*spec_);
   if (new_stage) stage_->replace(std::move(*new_stage));
   const Downstreams::Changes changes = downstreams_->apply(*topology_, *spec_, started_);
-  export_upstream_series();
+  upstreams_->export_series(*spec_);
   end_marks_->apply(*topology_, *spec_);
   metrics_->config_loaded(true, topology_->hash);
   auto list = [](const std::vector<std::string>& v) {

@@ -14,19 +14,6 @@
 
 namespace hoprelay::daemon {
 
-// The inbound series of every peer that may send to this node exist from start, at 0: a
-// series that appears only with its first message may already hold a whole burst at its first
-// scrape, and rate() of that series is 0 (a false HoprelayNoTraffic for a head whose first
-// stream fits between two scrapes).
-void Node::export_upstream_series() {
-  std::vector<std::string> peers = spec_->upstream;
-  if (peers.empty()) peers.emplace_back("producer");
-  for (const auto& peer : peers) {
-    metrics_->inbound(peer, transport_->name());
-    metrics_->link_slots_in_use(peer);
-  }
-}
-
 void Node::finish_job(StageJob& job) {
   transport::InboundLink& link = *job.link;
   transport::Slot& slot = *job.slot;
@@ -35,7 +22,7 @@ void Node::finish_job(StageJob& job) {
   } else if (transport::is_chunk(slot.flags, slot.chunk)) {
     take(link, slot, false, &job);  // Chunks takes the worker's verdict
   } else {
-    if (inbound_of(link)) chunks_->check_assembling(link, slot);
+    if (Upstreams::of(link)) chunks_->check_assembling(link, slot);
     if (stage_->take_verdict(job, spec_->slot_size, slot.origin, slot.seq, &link, slot) !=
         HOPRELAY_FORWARD) {
       release(slot);
@@ -46,7 +33,8 @@ void Node::finish_job(StageJob& job) {
   }
   // This job still counts as pending until the workers' collect() moves past it: checked
   // once it has (the last job of a drain would otherwise leave it to the timeout).
-  if (draining_ && held_.count() == 0 && inbound_.empty()) loop_.defer([this] { check_drained(); });
+  if (draining_ && held_.count() == 0 && upstreams_->empty())
+    loop_.defer([this] { check_drained(); });
 }
 
 }  // namespace hoprelay::daemon

@@ -100,7 +100,6 @@ class Downstreams {
   void connect(Downstream& d);
   void retire_if_done(Downstream& d);
   void rebuild_active();
-  std::string forward_opcode() const;  // the `opcode` label of this node's forwarding
   // Posts what waits for d, as far as its credits go.
   void pump(Downstream& d);
   // With a chunked message open on d's link, brings its next frame to the front of d's
@@ -110,10 +109,6 @@ class Downstreams {
   // A branch of `s` is done with it: the slot goes back once every branch is.
   void branch_done(transport::Slot& s) {
     if (--held_.note(s).refs == 0) owner_.release(s);
-  }
-  void warn_drop(const char* reason, std::string_view peer, std::string_view why, uint32_t origin,
-                 uint64_t seq, uint64_t count = 1) {
-    drops_.note(reason, peer, why, origin, seq, loop_.now_ns(), count);
   }
 
   // Releases everything waiting for `d` as dropped (reason peer_down): PeerDown's `drop`.

@@ -16,7 +16,14 @@
 
 #include "hoprelay/daemon/log_throttle.h"
 
+namespace hoprelay::transport {
+class InboundLink;
+}
+
 namespace hoprelay::daemon {
+
+// The `peer` of a drop of a message that came on `link`: its peer's name (empty for none).
+std::string_view peer_of(const transport::InboundLink* link);
 
 class DropLog {
  public:

@@ -112,8 +112,6 @@ class HeldSlots {
   // no such first copy.
   bool hold_with_first(transport::Slot& copy);
 
-  // The outcome of `slot`'s message, lent from the pool at its first drop.
-  transport::Outcome& outcome_of(transport::Slot& slot);
   // A drop here: a record naming this node. `branch`: for one of the branches it was routed
   // to (the others may still deliver it); else the whole message.
   void record_drop(transport::Slot& slot, transport::DropReason reason, std::string_view detail,
@@ -156,6 +154,8 @@ class HeldSlots {
   }
 
  private:
+  // The outcome of `slot`'s message, lent from the pool at its first drop.
+  transport::Outcome& outcome_of(transport::Slot& slot);
   bool gone(const transport::InboundLink* link) const;
   // Detaches `slot`'s replayed copies, each given `slot`'s outcome, and returns the first
   // (chained through their notes' repeats).

@@ -10,8 +10,9 @@
 //   Admission (who may connect)           HeldSlots (what is held; the one way back: release)
 //   StageRunner (the stage, on workers)   Downstreams (links, routing, pump, peer down)
 //   Chunks (messages larger than a slot)  EndMarks (end-of-stream marks and their joins)
+//   Upstreams (inbound links, their series)
 // and owns what ties them together: start, drain, reload (each component takes its part),
-// tick, the inbound links' state (Inbound, the link's context) and the metrics.
+// tick and the metrics.
 #pragma once
 
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "hoprelay/daemon/receiver.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/daemon/stage_runner.h"
+#include "hoprelay/daemon/upstreams.h"
 #include "hoprelay/stages/stage.h"
 #include "hoprelay/transport/transport.h"
 
@@ -120,22 +122,6 @@ class Node final : public transport::LinkEvents, private Releaser {
   void on_auth_failed(const transport::PeerInfo& peer) override;
 
  private:
-  // An inbound link's state: its context (LinkNotes::of), from on_inbound_up until its last
-  // held slot goes back.
-  struct Inbound final : LinkNotes {
-    Inbound(transport::InboundLink& l, PeerMetrics m, prometheus::Gauge* in_use)
-        : LinkNotes(l), link(&l), metrics(std::move(m)), slots_in_use(in_use) {}
-    transport::InboundLink* link;
-    PeerMetrics metrics;
-    prometheus::Gauge* slots_in_use;
-    bool up = true;  // false once down: its slots still held keep it (HeldSlots::link_down)
-  };
-
-  // The link's state while it is up, else null.
-  static Inbound* inbound_of(const transport::InboundLink& link) {
-    auto* in = static_cast<Inbound*>(&LinkNotes::of(link));
-    return in->up ? in : nullptr;
-  }
   // A message's walk through the node after the arrival counters, in arrival order: end
   // marks, chunks, repeats, the stage on the event loop, then after_stage().
   // `repeat`: a replayed copy of a whole message (on_message decided). `job`: the stage ran
@@ -144,15 +130,8 @@ class Node final : public transport::LinkEvents, private Releaser {
             const StageJob* job = nullptr);
   // A message the stage passed with `flags`: to the receiver at a leaf, else routed.
   void after_stage(transport::InboundLink& link, transport::Slot& slot, uint32_t flags);
-  void export_upstream_series();
   // A job back from the workers, in arrival order.
   void finish_job(StageJob& job);
-  // The `peer` label of an inbound link's series: its node, or "producer" (all producers).
-  static std::string inbound_label(const transport::InboundLink& link) {
-    return link.peer().role == transport::PeerRole::kProducer ? "producer" : link.peer().name;
-  }
-  // hoprelay_link_slots_in_use, once a second (tick).
-  void sample_link_slots();
   // The one way a slot goes back, held or not (routed and acknowledged, released by the
   // receiver, consumed at a leaf, dropped, a repeat): no longer held, its residence
   // observed, then to its link with its outcome before its credit (HeldSlots::give_back),
@@ -171,12 +150,13 @@ class Node final : public transport::LinkEvents, private Releaser {
   // `link_threads` > 0: the downstream links' threads (their transports are their own).
   std::unique_ptr<LinkThreads> link_threads_;
   std::vector<std::unique_ptr<transport::MemoryRegion>> lent_;  // lend_memory()
-  std::vector<std::unique_ptr<Inbound>> inbound_;               // those up
   DedupTable dedup_;
   const uint64_t started_ns_;  // the node's start: end marks are held a while after it
   DropLog drops_;
   // What the node holds, its notes about every slot, and the way back (held_slots.h).
   HeldSlots held_;
+  // The inbound links up, their state and series (upstreams.h): made with the metrics.
+  std::unique_ptr<Upstreams> upstreams_;
   // The downstream peers, routing, the pump and peer-down (downstreams.h): made once the
   // transport is, after held_ and drops_ (it uses them), destroyed first.
   std::unique_ptr<Downstreams> downstreams_;
@@ -186,9 +166,6 @@ class Node final : public transport::LinkEvents, private Releaser {
   std::unique_ptr<StageRunner> stage_;
   // Messages larger than a slot, in passage (chunks.h).
   std::unique_ptr<Chunks> chunks_;
-  // sample_link_slots()'s sums, one per `peer` label seen (kept: a label whose links are gone
-  // reads 0).
-  std::vector<std::pair<prometheus::Gauge*, double>> link_slots_;
   bool draining_ = false;
   bool drain_closing_ = false;  // check_drained() found it drained and closes the links
   bool started_ = false;

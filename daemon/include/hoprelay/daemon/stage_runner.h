@@ -96,9 +96,6 @@ class StageRunner {
   // instances are made here.
   void configure_workers();
   void resolve_series();  // the stage's counters and histogram, under its name
-  static std::string_view peer_of(const transport::InboundLink* link) {
-    return link ? std::string_view(link->peer().name) : std::string_view();
-  }
 
   const config::NodeSpec* spec_;
   transport::EventLoop& loop_;
