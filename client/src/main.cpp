@@ -1,14 +1,20 @@
-// hoprelay: the operator's command line. validate and graph read a topology file; send is the
-// producer that feeds a head node, recv a consumer that runs a leaf node (both on libhoprelay).
+// hoprelay: the operator's command line. validate and graph read a topology file, plan writes
+// one from a list of hosts; send is the producer that feeds a head node, recv a consumer that
+// runs a leaf node (both on libhoprelay).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "hoprelay/common/cli_parse.h"
+#include "hoprelay/config/plan.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
 #include "hoprelay/stages/pattern.h"
@@ -48,6 +54,41 @@ std::optional<Topology> load_or_report(const std::string& path,
   return std::nullopt;
 }
 
+// hoprelay plan: the topology on standard output, or every problem of the hosts file on
+// standard error (exit 78).
+int run_plan(hoprelay::config::PlanOptions options) {
+  using namespace hoprelay::config;
+  std::string text;
+  try {
+    std::ifstream in(options.hosts_file, std::ios::binary);
+    if (!in) {
+      std::cerr << options.hosts_file << ": error: cannot read it: " << std::strerror(errno)
+                << "\n";
+      return kExitConfig;
+    }
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    text = buf.str();
+    const std::vector<PlanHost> hosts = parse_plan_hosts(text, options.hosts_file, options.port);
+    const Plan plan = make_plan(hosts, options);
+    const std::string topology = write_plan(plan, options);
+    // What plan writes must load: checked here rather than trusted.
+    try {
+      (void)parse_topology(topology, "<plan>", PluginCheck{PluginCheck::Mode::kNone, ""});
+    } catch (const ConfigError& e) {
+      std::cerr << "hoprelay plan: internal error: the plan does not validate:\n";
+      for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
+      return 70;  // EX_SOFTWARE
+    }
+    for (const std::string& note : plan.notes) std::cerr << "hoprelay plan: note: " << note << "\n";
+    std::cout << topology;
+    return 0;
+  } catch (const ConfigError& e) {
+    for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
+    return kExitConfig;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +108,54 @@ int main(int argc, char** argv) {
 
   auto* graph = app.add_subcommand("graph", "Print the topology as Graphviz DOT");
   graph->add_option("file", path, "Topology TOML file")->required();
+
+  auto* plan = app.add_subcommand(
+      "plan", "Write a topology for a list of hosts in a shape (chain, tree:K, racks:K)");
+  config::PlanOptions plan_opts;
+  std::string plan_shape;
+  std::string plan_slot_size = "64KiB";
+  uint16_t plan_metrics_port = 0;
+  plan->add_option("--hosts", plan_opts.hosts_file,
+                   "File of hosts, one a line: ADDRESS [LABEL [NAME]] (# comments); the first "
+                   "is the head")
+      ->required();
+  plan->add_option("--shape", plan_shape,
+                   "chain (the hosts in order), tree:K (K-ary, breadth first) or racks:K (the "
+                   "racks chained, K-ary within each; needs LABELs)")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            config::PlanOptions o;
+            return config::parse_plan_shape(v, o);
+          },
+          "SHAPE"));
+  plan->add_option("--port", plan_opts.port, "Listen port of hosts given without one")
+      ->check(CLI::Range(1, 65535));
+  plan->add_option("--metrics-port", plan_metrics_port,
+                   "Serve Prometheus metrics on this port of every host (default: none)")
+      ->check(CLI::Range(1, 65535));
+  plan->add_option("--slot-size", plan_slot_size, "Slot size, as \"64KiB\" or bytes")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            auto b = config::parse_size(v);
+            if (b && *b >= config::kMinSlotSize && *b <= config::kMaxSlotSize) return std::string();
+            return "\"" + v + "\" is not a slot size from " + std::to_string(config::kMinSlotSize) +
+                   " bytes to 16MiB";
+          },
+          "SIZE"));
+  plan->add_option("--slots", plan_opts.slots,
+                   "Least slots per node (deeper nodes get more: 4 per hop below them)")
+      ->check(CLI::Range(static_cast<int64_t>(config::kMinSlots), config::kMaxSlots));
+  plan->add_option("--name", plan_opts.name, "Pipeline name")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.empty() || v.find_first_of("\"\\\n") != std::string::npos
+                       ? std::string(
+                             "a pipeline name must be non-empty, without quotes, "
+                             "backslashes or newlines")
+                       : std::string();
+          },
+          "NAME"));
 
   auto* status = app.add_subcommand(
       "status", "One table of every node: up/down, links, messages/s, held, queued, errors");
@@ -187,6 +276,14 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("hoprelay");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
+
+  if (plan->parsed()) {
+    config::parse_plan_shape(plan_shape, plan_opts);
+    plan_opts.shape_text = plan_shape;
+    plan_opts.slot_size = *config::parse_size(plan_slot_size);
+    if (plan_metrics_port != 0) plan_opts.metrics_port = plan_metrics_port;
+    return run_plan(plan_opts);
+  }
 
   // validate and graph check every node's plugin; a producer needs none of them.
   using Mode = config::PluginCheck::Mode;

@@ -74,6 +74,12 @@ struct EndpointParse {
 };
 EndpointParse parse_endpoint_explained(std::string_view text);
 
+// Node names travel in the RDMA CM connection hello, whose 56 bytes of private data also
+// carry a header; 48 bytes is what is left for the name.
+inline constexpr size_t kMaxNodeNameBytes = 48;
+// A node name's characters: letters, digits, '_', '.' and '-', at least one.
+bool node_name_charset_ok(std::string_view name);
+
 // Key used to tell whether two endpoints are the same socket address: literal IPs in their
 // canonical form (so "[::1]" and "[0:0::1]" collide), host names lowercased.
 std::string endpoint_identity(const Endpoint& endpoint);

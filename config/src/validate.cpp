@@ -23,10 +23,8 @@ namespace hoprelay::config {
 namespace {
 
 using internal::did_you_mean;
-
-// Node names travel in the RDMA CM connection hello, whose 56 bytes of private data also
-// carry a header; 48 bytes is what is left for the name.
-constexpr size_t kMaxNodeNameBytes = 48;
+using internal::kMaxNodeNameBytes;
+using internal::node_name_charset_ok;
 
 const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file"};
 const std::vector<std::string_view> kPipelineKeys = {
@@ -493,13 +491,7 @@ class Validator {
   }
 
   void check_node_name(const RawNode& raw) {
-    bool charset_ok = !raw.name.empty();
-    for (char c : raw.name) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) {
-        charset_ok = false;
-      }
-    }
-    if (!charset_ok) {
+    if (!node_name_charset_ok(raw.name)) {
       error(raw.key_pos, "node name " + quoted(raw.name) +
                              " is invalid: use only letters, digits, '_', '.' and '-'");
     }

@@ -241,6 +241,12 @@ EndpointParse parse_endpoint_explained(std::string_view text) {
   return result;
 }
 
+bool node_name_charset_ok(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
 std::string endpoint_identity(const Endpoint& endpoint) {
   std::string host = endpoint.host;
   char buf[INET6_ADDRSTRLEN] = {};

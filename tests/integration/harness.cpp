@@ -161,6 +161,27 @@ void write_file(const fs::path& path, const std::string& text) {
   out << text;
 }
 
+void write_random(const fs::path& path, uint64_t bytes, uint64_t seed) {
+  std::ofstream out(path, std::ios::binary);
+  std::vector<uint64_t> block(1 << 17);  // 1 MiB at a time
+  uint64_t x = seed | 1;
+  for (uint64_t done = 0; done < bytes;) {
+    for (auto& w : block) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      w = x;
+    }
+    uint64_t n = std::min<uint64_t>(bytes - done, block.size() * sizeof(uint64_t));
+    out.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(n));
+    done += n;
+  }
+}
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  return run({"/usr/bin/cmp", "-s", a.string(), b.string()}).code == 0;
+}
+
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

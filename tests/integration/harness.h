@@ -50,6 +50,10 @@ uint16_t free_port();
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 void write_file(const fs::path& path, const std::string& text);
 std::string read_file(const fs::path& path);
+// `bytes` of a fast deterministic generator (xorshift) from `seed`.
+void write_random(const fs::path& path, uint64_t bytes, uint64_t seed);
+// The two files hold the same bytes (cmp).
+bool same_file(const fs::path& a, const fs::path& b);
 
 // The counts in a verify-sink report (top level); all -1 when the file is not there yet.
 struct Report {

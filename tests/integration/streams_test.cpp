@@ -16,28 +16,6 @@
 namespace hoprelay::test {
 namespace {
 
-// `bytes` of a fast deterministic generator (xorshift), written in 1 MiB blocks.
-void write_random(const fs::path& path, uint64_t bytes, uint64_t seed) {
-  std::ofstream out(path, std::ios::binary);
-  std::vector<uint64_t> block(1 << 17);
-  uint64_t x = seed | 1;
-  for (uint64_t done = 0; done < bytes;) {
-    for (auto& w : block) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      w = x;
-    }
-    uint64_t n = std::min<uint64_t>(bytes - done, block.size() * sizeof(uint64_t));
-    out.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(n));
-    done += n;
-  }
-}
-
-bool same_file(const fs::path& a, const fs::path& b) {
-  return run({"/usr/bin/cmp", "-s", a.string(), b.string()}).code == 0;
-}
-
 uint64_t size_of(const fs::path& p) {
   std::error_code ec;
   auto n = fs::file_size(p, ec);
