@@ -44,10 +44,11 @@ expect "warn " hoprelayd --log-level w
 expect "json text " hoprelayd --log-format ""
 expect "length lines raw " hoprelay send --framing ""
 expect "header pattern " hoprelay send --fill ""
+expect "tree:2 tree:4 " hoprelay plan --shape t
 
 # Every option of every --help is offered after "--".
 HOPRELAY=$build/client/hoprelay
-for sub in validate graph status send recv; do
+for sub in validate graph plan status send recv; do
   offered=$(complete_words hoprelay "$sub" --)
   for opt in $("$HOPRELAY" "$sub" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
     [[ " $offered " == *" $opt "* ]] || fail "'hoprelay $sub --' does not offer $opt (offers: $offered)"
@@ -58,8 +59,12 @@ for opt in $("$build/daemon/hoprelayd" --help | grep -o -- '--[a-z][a-z-]*' | so
   [[ " $offered " == *" $opt "* ]] || fail "'hoprelayd --' does not offer $opt (offers: $offered)"
 done
 # And the subcommands the top-level --help lists.
+# (CLI11 writes the heading "Subcommands:" or "SUBCOMMANDS:", by version; finding none is a
+# failure, so that the check cannot pass on an empty list.)
 offered=$(complete_words hoprelay "")
-for sub in $("$HOPRELAY" --help | sed -n '/^SUBCOMMANDS:/,$p' | awk 'NR > 1 && NF {print $1}'); do
+listed=$("$HOPRELAY" --help | sed -n '/^\(SUBCOMMANDS\|Subcommands\):/,$p' | awk 'NR > 1 && NF {print $1}')
+[[ -n $listed ]] || fail "no subcommands found in 'hoprelay --help'"
+for sub in $listed; do
   [[ " $offered " == *" $sub "* ]] || fail "'hoprelay ' does not offer $sub (offers: $offered)"
 done
 echo "bash completion: ok"
