@@ -195,6 +195,12 @@ grep -q '^ExecStart=/usr/sbin/hoprelayd ' "$root/usr/lib/systemd/system/hoprelay
 export PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$root/usr/lib/$arch/pkgconfig
 export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
 flags=$(pkg-config --cflags --libs hoprelay) || fail "pkg-config hoprelay"
+# Its version is the library's ABI (client.h), so that `--atleast-version` checks work.
+abi=$(awk '/^#define HOPRELAY_CLIENT_VERSION_(MAJOR|MINOR) / {v = v (v == "" ? "" : ".") $3}
+           END {print v ".0"}' "$root/usr/include/hoprelay/client.h")
+[[ $(pkg-config --modversion hoprelay) == "$abi" ]] ||
+  fail "pkg-config --modversion hoprelay: $(pkg-config --modversion hoprelay), want $abi"
+pkg-config --atleast-version="${abi%.0}" hoprelay || fail "pkg-config --atleast-version=${abi%.0}"
 ex=$root/usr/share/doc/libhoprelay-dev/examples
 # A sanitized build's library (scripts/test.sh, build-asan) needs its runtime in the program.
 if ldd "$root/usr/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
