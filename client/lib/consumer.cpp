@@ -58,6 +58,7 @@ Consumer::~Consumer() {
   }
   try {
     loop_.run_once(std::chrono::milliseconds(0));  // the credits of the last releases go out
+    if (!node_->spec().is_leaf()) finish_relaying();
   } catch (...) {
     // A destructor (and hoprelay_consumer_close) must not throw: what was not acknowledged
     // comes again.
@@ -65,6 +66,40 @@ Consumer::~Consumer() {
   // Messages the application still holds are not acknowledged: they come again.
   for (auto& item : items_) item->held = nullptr;
   node_.reset();
+}
+
+// A relay's messages go on to its peers after the application released them: the node stays
+// until its peers have acknowledged everything the application is done with (an end mark the
+// producer waits for among them), for at most kRelayCloseTimeout. What is still held then is
+// not acknowledged upstream, so it comes again (the peers drop what they had).
+void Consumer::finish_relaying() {
+  auto held_by_application = [this] {
+    uint64_t n = 0;
+    for (const auto& item : items_) n += item->held != nullptr;
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + kRelayCloseTimeout;
+  while (node_->held() > held_by_application() && std::chrono::steady_clock::now() < deadline) {
+    loop_.run_once(std::chrono::milliseconds(50));
+  }
+  if (node_->held() > held_by_application()) {
+    log().warn(
+        "closing relay {} with {} messages its peers have not acknowledged: its upstream "
+        "sends them again to its next run",
+        node_->spec().name, node_->held() - held_by_application());
+    return;
+  }
+  if (node_->held() != 0) return;  // the application's: they come again
+  // Nothing held: stop as hoprelayd stops its node (a drain), so that the peers are told
+  // goodbye rather than see their connections drop, which they log as a failure. By the
+  // clock, not by loop passes: a busy-polling node's loop never sleeps.
+  const auto stop_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  auto stopped = std::make_shared<bool>(false);  // the node may outlive this frame
+  node_->drain(std::chrono::seconds(1), [stopped](uint64_t) { *stopped = true; });
+  while (!*stopped && std::chrono::steady_clock::now() < stop_by) {
+    loop_.run_once(std::chrono::milliseconds(20));
+  }
+  loop_.run_once(std::chrono::milliseconds(0));  // the goodbyes go out
 }
 
 void Consumer::schedule_tick() {

@@ -5,6 +5,7 @@
 // moment the node delivers it until the application releases it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -61,6 +62,9 @@ class Consumer final : public daemon::Receiver {
     uint64_t received = 0;            // recv's count when it handed this one out
   };
   Item& take_item();
+  // At close, a relay's: waits for its peers to acknowledge what the application is done with.
+  void finish_relaying();
+  static constexpr std::chrono::seconds kRelayCloseTimeout{10};
   // The item of a message handed out and neither released nor abandoned, or null (and
   // ESTATE said) for anything else: a stale copy, a message released already.
   Item* out_item(const hoprelay_message& msg, const char* what);

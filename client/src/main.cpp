@@ -238,10 +238,14 @@ int main(int argc, char** argv) {
   stdin_opt->excludes(file_opt);
 
   auto* recv = app.add_subcommand(
-      "recv", "Run a leaf node as a consumer and write what arrives to standard output");
+      "recv",
+      "Run a node as a consumer and write what arrives to standard output: a leaf, or a relay "
+      "that keeps what it relays");
   client::RecvOptions ropts;
   recv->add_option("--topology,-t", path, "Topology TOML file")->required();
-  recv->add_option("--node,-n", ropts.node, "The leaf node to run")->required();
+  recv->add_option("--node,-n", ropts.node,
+                   "The node to run: a leaf, or a relay (it forwards every message too)")
+      ->required();
   recv->add_option("--output,-o", ropts.output, "Write to this file instead of standard output");
   recv->add_option("--framing", recv_framing,
                    "raw (payloads back to back), lines (a newline after each) or length (a "

@@ -49,11 +49,14 @@ void Chunks::close(Partial& p) {
 }
 
 bool Chunks::refuse_compressed(uint16_t flags, const transport::InboundLink* from,
-                               transport::Slot& slot) {
+                               transport::Slot& slot, bool branch) {
   if (!receiver_ || !(flags & transport::kFlagZstd)) return false;
-  static constexpr std::string_view kWhy =
+  static constexpr std::string_view kLeaf =
       "zstd-compressed: give this leaf a zstd stage with mode = \"decompress\"";
-  stage_.refuse(kWhy, slot.origin, slot.seq, from, slot);
+  static constexpr std::string_view kRelay =
+      "zstd-compressed: forwarded, but not handed to this relay's application; give it a zstd "
+      "stage with mode = \"decompress\" (its peers then get it decompressed)";
+  stage_.refuse(branch ? kRelay : kLeaf, slot.origin, slot.seq, from, slot, branch);
   return true;
 }
 
@@ -240,11 +243,16 @@ void Chunks::deliver_assembled(Partial& p) {
   }
   if (passed && downstreams_.leaf() && receiver_) {
     // Held, unacknowledged, until the application releases the message.
-    for (transport::Slot* s = list; s; s = held_.next(*s)) held_.hold(*s);
+    for (transport::Slot* s = list; s; s = held_.next(*s)) held_.hold(*s).refs = 1;
     receiver_->on_delivered(p.origin, p.seq, {scratch_.data(), msg.length}, *list, true);
     return;
   }
   const bool forwarding = passed && !downstreams_.leaf();
+  // A relay that keeps what it relays hands its application the whole message (a copy: the
+  // reassembly buffer) and holds the message's first slot for it: credits return in ring
+  // order, so no later chunk of it is acknowledged upstream before that one either.
+  const bool local = forwarding && receiver_ &&
+                     !refuse_compressed(static_cast<uint16_t>(msg.flags), from, *list, true);
   size_t offset = 0;
   uint32_t index = 0;
   for (transport::Slot* s = list; s;) {
@@ -259,10 +267,11 @@ void Chunks::deliver_assembled(Partial& p) {
       s->chunk = index++;
       s->flags = static_cast<uint16_t>((msg.flags & transport::kStageFlags) |
                                        (offset < msg.length ? transport::kFlagMore : 0));
-      downstreams_.route(*s, &p);
+      downstreams_.route(*s, &p, local && s == list ? 1 : 0);
     }
     s = next;
   }
+  if (local) receiver_->on_delivered(p.origin, p.seq, {scratch_.data(), msg.length}, *list, true);
 }
 
 void Chunks::abandon(Partial& p, HotCounters::Ref& reason, const char* label) {

@@ -114,9 +114,9 @@ void Downstreams::rebuild_active() {
   branch_sets_.peers_changed();
 }
 
-void Downstreams::to_all(transport::Slot& slot) {
+void Downstreams::to_all(transport::Slot& slot, uint16_t local) {
   SlotNote& n = held_.hold(slot);
-  n.refs = static_cast<uint16_t>(active_.size());
+  n.refs = static_cast<uint16_t>(active_.size() + local);
   n.routes = n.refs;
   for (Downstream* d : active_) {
     d->waiting.push_back(&slot);
@@ -124,7 +124,7 @@ void Downstreams::to_all(transport::Slot& slot) {
   }
 }
 
-void Downstreams::route(transport::Slot& slot, Partial* p) {
+void Downstreams::route(transport::Slot& slot, Partial* p, uint16_t local) {
   SlotNote& n = held_.hold(slot);
   // A chunk goes where its message's first chunk went, whatever a reload changed since (the
   // peers and the route).
@@ -132,7 +132,7 @@ void Downstreams::route(transport::Slot& slot, Partial* p) {
   const std::vector<Downstream*>& to = set ? set->peers : active_;
   const config::Route how = set ? set->route : spec_->route;
   if (how == config::Route::kBroadcast) {
-    n.refs = static_cast<uint16_t>(to.size());
+    n.refs = static_cast<uint16_t>(to.size() + local);
     n.routes = n.refs;
     for (Downstream* d : to) {
       d->waiting.push_back(&slot);
@@ -149,8 +149,8 @@ void Downstreams::route(transport::Slot& slot, Partial* p) {
     d = to[origin_branch(slot.origin, to.size())];
   }
   if (p) p->downstream = d;
-  n.refs = 1;
-  n.routes = 1;
+  n.refs = static_cast<uint16_t>(1 + local);
+  n.routes = n.refs;
   d->waiting.push_back(&slot);
   pump(*d);
 }

@@ -171,14 +171,18 @@ void EndMarks::settle() {
 
 void EndMarks::pass_on(transport::Slot& slot) {
   if (downstreams_.leaf()) {
-    held_.hold(slot);
-    if (receiver_) return receiver_->on_end(slot.origin, slot.seq, slot);
+    SlotNote& n = held_.hold(slot);
+    if (receiver_) {
+      n.refs = 1;  // the application's (Node::release_delivered)
+      return receiver_->on_end(slot.origin, slot.seq, slot);
+    }
     node_log().info("origin {}: end of stream after {} messages", slot.origin, slot.seq);
     return releaser_.release(slot);
   }
   // Every branch: each consumer behind this node learns that the stream ended, whatever the
-  // route of the messages.
-  downstreams_.to_all(slot);
+  // route of the messages; so does this relay's own application, when it has one.
+  downstreams_.to_all(slot, receiver_ ? 1 : 0);
+  if (receiver_) receiver_->on_end(slot.origin, slot.seq, slot);
 }
 
 }  // namespace hoprelay::daemon

@@ -230,7 +230,13 @@ void Node::after_stage(transport::InboundLink& link, transport::Slot& slot, uint
   }
   // Only flags the protocol knows travel on: a peer refuses a frame with unknown bits.
   slot.flags = static_cast<uint16_t>(flags & transport::kStageFlags);
-  downstreams_->route(slot);
+  if (!receiver_) return downstreams_->route(slot);
+  // A relay that keeps what it relays: its application is one branch more, and the slot goes
+  // back once the peers have acknowledged it and the application released it, whichever is
+  // last (its refs count both).
+  downstreams_->route(slot, nullptr, 1);
+  if (chunks_->refuse_compressed(slot.flags, &link, slot, true)) return local_done(slot);
+  receiver_->on_delivered(slot.origin, slot.seq, {slot.payload(), slot.length}, slot, false);
 }
 
 uint64_t Node::resume_seq(const transport::PeerInfo& peer) {

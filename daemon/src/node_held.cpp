@@ -21,14 +21,18 @@ void Node::release(transport::Slot& slot) {
 
 void Node::deliver(transport::Slot& slot) {
   if (!receiver_) return release(slot);  // the stage consumed it
-  held_.hold(slot);
+  held_.hold(slot).refs = 1;             // the application's
   receiver_->on_delivered(slot.origin, slot.seq, {slot.payload(), slot.length}, slot, false);
+}
+
+void Node::local_done(transport::Slot& slot) {
+  if (--held_.note(slot).refs == 0) release(slot);
 }
 
 void Node::release_delivered(transport::Slot& held) {
   for (transport::Slot* s = &held; s;) {
     transport::Slot* next = std::exchange(held_.note(*s).next, nullptr);
-    release(*s);
+    local_done(*s);
     s = next;
   }
 }

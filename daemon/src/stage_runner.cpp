@@ -136,10 +136,10 @@ hoprelay_verdict StageRunner::take_verdict(const StageJob& job, uint32_t capacit
 }
 
 void StageRunner::refuse(std::string_view why, uint32_t origin, uint64_t seq,
-                         const transport::InboundLink* from, transport::Slot& slot) {
+                         const transport::InboundLink* from, transport::Slot& slot, bool branch) {
   dropped_stage_error_.add();
   drops_.note("stage_error", peer_of(from), why, origin, seq, loop_.now_ns());
-  held_.record_drop(slot, transport::DropReason::kStageError, why, false);
+  held_.record_drop(slot, transport::DropReason::kStageError, why, branch);
 }
 
 hoprelay_verdict StageRunner::judge(hoprelay_verdict verdict, bool grew, std::string_view why,

@@ -68,7 +68,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 5
+VERSION_MINOR = 6
 
 OK = 0
 EINVAL = -1
@@ -1108,8 +1108,9 @@ class Message:
 
 
 class Consumer(_Handle):
-    """A consumer: runs leaf node `node` of `topology` (a path, or TOML text when it contains
-    a newline) in this process. It listens on the node's address and takes its upstream
+    """A consumer: runs node `node` of `topology` (a path, or TOML text when it contains
+    a newline) in this process: a leaf, or (libhoprelay 1.6) a relay, which forwards every
+    message to its downstream peers too and keeps a copy for the application. It listens on the node's address and takes its upstream
     peers' links, so open it before the producers send. The node's stage runs on every
     message before the application sees it; a message larger than a slot is handed over
     whole (reassembled).

@@ -13,12 +13,6 @@
 namespace hoprelay::test {
 namespace {
 
-uint64_t size_of(const fs::path& p) {
-  std::error_code ec;
-  auto n = fs::file_size(p, ec);
-  return ec ? 0 : n;
-}
-
 // The records file holds each of `count` messages of `size` bytes from `origin` exactly once.
 void expect_each_once(const fs::path& out, uint64_t count, uint32_t size, uint32_t want_origin) {
   const uint64_t record = 4 + uint64_t{size};

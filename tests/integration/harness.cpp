@@ -178,6 +178,12 @@ void write_random(const fs::path& path, uint64_t bytes, uint64_t seed) {
   }
 }
 
+uint64_t size_of(const fs::path& p) {
+  std::error_code ec;
+  auto n = fs::file_size(p, ec);
+  return ec ? 0 : n;
+}
+
 bool same_file(const fs::path& a, const fs::path& b) {
   return run({"/usr/bin/cmp", "-s", a.string(), b.string()}).code == 0;
 }

@@ -54,6 +54,8 @@ std::string read_file(const fs::path& path);
 void write_random(const fs::path& path, uint64_t bytes, uint64_t seed);
 // The two files hold the same bytes (cmp).
 bool same_file(const fs::path& a, const fs::path& b);
+// A file's size, 0 when it is not there (yet).
+uint64_t size_of(const fs::path& p);
 
 // The counts in a verify-sink report (top level); all -1 when the file is not there yet.
 struct Report {

@@ -4,10 +4,12 @@
  * acknowledges each once it is safe downstream, and the library keeps every message until
  * then, sending again what was not acknowledged when the link drops and comes back. (Or,
  * with options.run_head, since 1.4, the producer runs the head node itself, in its process.)
- * A consumer *is* a leaf node of the topology: it runs that node's receive side in the
- * application's process (the transports, admission, credits, deduplication and
- * acknowledgements of hoprelayd) and hands over each message as a view of the slot it landed
- * in; the message is acknowledged upstream when the application releases it.
+ * A consumer *is* a node of the topology: it runs that node in the application's process (the
+ * transports, admission, credits, deduplication and acknowledgements of hoprelayd) and hands
+ * over each message as a view of the slot it landed in; the message is acknowledged upstream
+ * when the application releases it. Usually a leaf; since 1.6 also a relay, which keeps what it
+ * relays: each message goes on to the node's downstream peers as well, and is acknowledged
+ * upstream once the application released it and every peer acknowledged it.
  *
  * Conventions of every call:
  *  - Handles are opaque and independent: the library keeps no state shared between handles.
@@ -39,7 +41,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 5
+#define HOPRELAY_CLIENT_VERSION_MINOR 6
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -324,12 +326,16 @@ struct hoprelay_message {
   void* internal_; /* the library's: leave it alone */
 };
 
-/* Runs leaf node `node` of `topology` (a path, or TOML text when it contains a newline) in
- * this process: listens on its address and takes its upstream peers' links. Its stage runs
- * on every message before the application sees it, and a message larger than a slot is
- * handed over whole (reassembled). Errors: ECONFIG, ENODE (not in the topology, or it has
- * downstream peers: a consumer is a leaf), EUNAVAILABLE (address in use: another hoprelayd
- * or consumer for this node?), EVERSION. */
+/* Runs node `node` of `topology` (a path, or TOML text when it contains a newline) in this
+ * process: listens on its address and takes its upstream peers' links. Its stage runs on
+ * every message before the application sees it, and a message larger than a slot is handed
+ * over whole (reassembled). Since 1.6 `node` may have downstream peers (a relay): the node
+ * connects to them and forwards every message as hoprelayd would; a message is acknowledged
+ * upstream once the application released it and the peers acknowledged it, and close waits
+ * up to 10 s for the peers to acknowledge what the application released (what they have not
+ * comes again from upstream to the node's next run). Errors: ECONFIG, ENODE (not in the
+ * topology; before 1.6 also a node with downstream peers), EUNAVAILABLE (address in use:
+ * another hoprelayd or consumer for this node?), EVERSION. */
 int hoprelay_consumer_open(const char* topology, const char* node,
                            const struct hoprelay_consumer_options* options,
                            hoprelay_consumer** out);

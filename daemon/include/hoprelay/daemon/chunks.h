@@ -65,8 +65,10 @@ class Chunks {
   void tick();
 
   // An application takes bytes as they are: a message still zstd-compressed after this
-  // leaf's stage is refused as a stage error (true), with what to do, rather than handed over.
-  bool refuse_compressed(uint16_t flags, const transport::InboundLink* from, transport::Slot& slot);
+  // node's stage is refused as a stage error (true), with what to do, rather than handed over.
+  // `branch`: at a relay, for its application only (the peers still get it).
+  bool refuse_compressed(uint16_t flags, const transport::InboundLink* from, transport::Slot& slot,
+                         bool branch = false);
 
  private:
   void forward(Partial& p, transport::Slot& slot, const StageJob* job);

@@ -62,10 +62,13 @@ class Downstreams {
   // No peer to route to: this node is a leaf (or every peer was removed).
   bool leaf() const { return active_.empty(); }
   // Holds `slot` and routes it: to every peer, or one (route); a chunk to where the first chunk
-  // of its message `p` went, whatever a reload changed since.
-  void route(transport::Slot& slot, Partial* p = nullptr);
-  // Holds `slot` and sends it to every peer, whatever the route (an end-of-stream mark).
-  void to_all(transport::Slot& slot);
+  // of its message `p` went, whatever a reload changed since. `local`: a branch more that is
+  // not a peer (a relay's own application, Node::set_receiver), counted in the slot's refs so
+  // that the slot goes back only once it too is done (Node::release_delivered).
+  void route(transport::Slot& slot, Partial* p = nullptr, uint16_t local = 0);
+  // Holds `slot` and sends it to every peer, whatever the route (an end-of-stream mark);
+  // `local` as for route().
+  void to_all(transport::Slot& slot, uint16_t local = 0);
   // The peers `p`'s frames go to: none means a leaf for all of it (taken at its first chunk).
   bool no_branches(Partial& p) { return branch_sets_.of(p, active_, spec_->route).peers.empty(); }
   // `p` is done: its branch set is given back.

@@ -82,14 +82,17 @@ class Node final : public transport::LinkEvents, private Releaser {
   // Its metrics, for what runs beside the node on its loop (loop_watch.h).
   NodeMetrics& metrics() { return *metrics_; }
 
-  // A leaf node's messages go to `receiver` (before start()); it must outlive the node's links.
-  // It also makes the node reassemble chunked messages whatever its stage takes.
+  // The node's messages go to `receiver` (before start()); it must outlive the node's links.
+  // At a relay too: each message is then also routed on, and its slot goes back once the
+  // receiver released it and every peer acknowledged it. It also makes the node reassemble
+  // chunked messages whatever its stage takes.
   void set_receiver(Receiver* receiver) {
     receiver_ = receiver;
     end_marks_->set_receiver(receiver);
     chunks_->set_receiver(receiver);
   }
-  // Gives back a message handed to the receiver (every slot of it): its credits go upstream.
+  // The receiver is done with a message it was handed (every slot of it): at a leaf its
+  // credits go upstream; at a relay, once every peer has acknowledged it too.
   void release_delivered(transport::Slot& held);
 
   // Once a second: stage flush (reports, files) and gauges.
@@ -139,6 +142,8 @@ class Node final : public transport::LinkEvents, private Releaser {
   void release(transport::Slot& slot) override;
   // A leaf's message that passed its stage: to the receiver, or consumed.
   void deliver(transport::Slot& slot);
+  // The node's application is done with `slot` (one of its refs): back once none is left.
+  void local_done(transport::Slot& slot);
   void check_drained();
 
   std::shared_ptr<const config::Topology> topology_;

@@ -73,8 +73,9 @@ class StageRunner {
                                 transport::Slot& slot);
   // A message this node gives up as a stage error for a reason of its own (an application
   // that takes bytes as they are, handed compressed ones): counted and recorded as one.
+  // `branch`: given up for this node's application only (a relay forwards it still).
   void refuse(std::string_view why, uint32_t origin, uint64_t seq,
-              const transport::InboundLink* from, transport::Slot& slot);
+              const transport::InboundLink* from, transport::Slot& slot, bool branch = false);
 
   // Finishes every job the workers have, in order (a reload with a new stage: every message
   // that arrived before it passes the old stage, whole, and under the old topology).
