@@ -2,8 +2,11 @@
 # ctest fleet.suite (tests/fleet/README.md): a fleet of FLEET_HOSTS hosts (default 16), each
 # behind a NIC shaped to FLEET_RATE (default 200mbit), runs a topology that `hoprelay plan`
 # wrote from the fleet's hosts file, in each shape of FLEET_SHAPES (default "chain tree:2"):
-# hoprelayd on every relay, `hoprelay recv` on every leaf, and `hoprelay send` of FLEET_MIB MiB
-# (default 32, random) on host 0. Every leaf's copy must be byte-equal (SHA-256); the shaping
+# hoprelayd on host 0 (the head), `hoprelay recv` on every other host (a relay keeps what it
+# relays), and `hoprelay send` of FLEET_MIB MiB (default 32, random) on host 0. Every host's
+# copy must be byte-equal (SHA-256), also host FLEET_KILL's (default 5), whose relay consumer is
+# killed with SIGKILL half-way through the chain and started again with its --state-dir; the
+# shaping
 # must hold (host 0's NIC carried every byte it had to send, and no faster than its rate
 # allows); it prints the time over the physical limit S/R and what each host sent.
 #   tests/fleet/test_fleet.sh BUILD_DIR
@@ -15,6 +18,7 @@ hosts_n=${FLEET_HOSTS:-16}
 rate=${FLEET_RATE:-200mbit}
 mib=${FLEET_MIB:-32}
 shapes=${FLEET_SHAPES:-chain tree:2}
+kill_at=${FLEET_KILL:-5}
 fleet=hrf$$
 hoprelay=$build/client/hoprelay
 hoprelayd=$build/daemon/hoprelayd
@@ -53,35 +57,55 @@ for shape in $shapes; do
   topo=$work/topology.toml
   "$hoprelay" plan --hosts "$work/hosts.txt" --shape "$shape" --name fleet >"$topo" ||
     fail "hoprelay plan --shape $shape"
-  # Node i is h<i>; a node with a downstream line is a relay, the others leaves.
-  mapfile -t relays < <(awk '/^\[nodes\./ {n = $0; gsub(/^\[nodes\.|\]$/, "", n)}
-                             /^downstream = / {print n}' "$topo")
-  leaves=()
-  for ((i = 0; i < hosts_n; i++)); do
-    [[ " ${relays[*]} " == *" h$i "* ]] || leaves+=("h$i")
-  done
+  # Node i is h<i>: the head h0 is a daemon, every other host a consumer that keeps a copy
+  # (and relays it, where the plan gives it downstream peers).
+  keepers=()
+  for ((i = 1; i < hosts_n; i++)); do keepers+=("h$i"); done
   fanout=$(awk '/^\[nodes\.h0\]/ {on = 1; next} /^\[/ {on = 0}
                 on && /^downstream = / {print gsub(/"/, "") / 2}' "$topo")
   "$here/fleet.sh" sent "$fleet" >"$work/sent.before"
-  for n in "${relays[@]}"; do
-    "$here/fleet.sh" exec "$fleet" "${n#h}" "$hoprelayd" --topology "$topo" --node "$n" \
-      --log-level warn >"$work/$n.log" 2>&1 &
-    disown $! # killed at the end of the shape: no "Killed" line from this shell
-  done
-  recv_pids=()
-  for n in "${leaves[@]}"; do
-    rm -f "$work/$n.out"
-    "$here/fleet.sh" exec "$fleet" "${n#h}" "$hoprelay" recv --topology "$topo" --node "$n" \
-      --output "$work/$n.out" --timeout 120 >"$work/$n.log" 2>&1 &
-    recv_pids+=($!)
+  "$here/fleet.sh" exec "$fleet" 0 "$hoprelayd" --topology "$topo" --node h0 \
+    --log-level warn >"$work/h0.log" 2>&1 &
+  disown $! # killed at the end of the shape: no "Killed" line from this shell
+  # start_recv NODE: its consumer, in the background; its pid in recv_pid[NODE]. The one of
+  # host $kill_at in the chain keeps a durable position (it is killed below).
+  declare -A recv_pid=()
+  start_recv() {
+    local extra=()
+    [[ $shape == chain && $1 == "h$kill_at" ]] && extra=(--state-dir "$work/state-$1")
+    "$here/fleet.sh" exec "$fleet" "${1#h}" "$hoprelay" recv --topology "$topo" --node "$1" \
+      --output "$work/$1.out" --timeout 120 "${extra[@]}" >>"$work/$1.log" 2>&1 &
+    recv_pid[$1]=$!
+  }
+  rm -rf "$work"/state-*
+  for n in "${keepers[@]}"; do
+    rm -f "$work/$n.out" "$work/$n.log"
+    start_recv "$n"
   done
   start=$(date +%s.%N)
   "$here/fleet.sh" exec "$fleet" 0 "$hoprelay" send --topology "$topo" --to h0 \
-    --file "$work/in.bin" --connect-timeout 30 >"$work/send.log" 2>&1 ||
-    fail "$shape: hoprelay send: $(cat "$work/send.log")"
-  for p in "${recv_pids[@]}"; do wait "$p" || fail "$shape: a hoprelay recv failed"; done
+    --file "$work/in.bin" --connect-timeout 30 --close-timeout 0 >"$work/send.log" 2>&1 &
+  send_pid=$!
+  if [[ $shape == chain ]] && ((kill_at < hosts_n)); then
+    # Half-way through, host $kill_at's relay consumer dies and comes back.
+    victim=h$kill_at
+    for _ in $(seq 600); do
+      (($(stat -c %s "$work/$victim.out" 2>/dev/null || echo 0) >= bytes / 2)) && break
+      sleep 0.02
+    done
+    got=$(stat -c %s "$work/$victim.out" 2>/dev/null || echo 0)
+    "$here/fleet.sh" kill "$fleet" "$kill_at" KILL
+    wait "${recv_pid[$victim]}" 2>/dev/null || true
+    ((got < bytes)) || fail "chain: $victim had all $bytes bytes before it could be killed"
+    echo "chain: $victim's consumer killed with SIGKILL at $got bytes; started again"
+    start_recv "$victim"
+  fi
+  wait "$send_pid" || fail "$shape: hoprelay send: $(cat "$work/send.log")"
+  for n in "${keepers[@]}"; do
+    wait "${recv_pid[$n]}" || fail "$shape: hoprelay recv of $n failed: $(tail -n 3 "$work/$n.log")"
+  done
   elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.3f", e - s }')
-  for n in "${leaves[@]}"; do
+  for n in "${keepers[@]}"; do
     got=$(sha256sum <"$work/$n.out" | cut -d' ' -f1)
     [[ $got == "$want" ]] || fail "$shape: $n's copy differs ($(stat -c %s "$work/$n.out") bytes)"
   done
@@ -96,7 +120,7 @@ for shape in $shapes; do
     fail "$shape: host 0 sent $sent0 bytes, less than $fanout x $bytes: not through its NIC?"
   awk -v e="$elapsed" -v l="$limit" -v f="$fanout" 'BEGIN { exit !(e >= 0.95 * f * l) }' ||
     fail "$shape: $elapsed s for $fanout copies at $rate: faster than the shaping allows"
-  echo "$shape: ${#leaves[@]} leaves byte-equal in $elapsed s," \
+  echo "$shape: every host's copy byte-equal (${#keepers[@]} and the source) in $elapsed s," \
     "$(awk -v e="$elapsed" -v l="$limit" 'BEGIN { printf "%.2f", e / l }') x S/R"
   awk -v e="$elapsed" '{ printf "  host %s sent %.1f MiB (%.0f Mbit/s over the run; shaped to %s)\n",
     $1, $2 / 1048576, $2 * 8 / e / 1e6, $3 }' "$work/sent"
