@@ -79,6 +79,36 @@ TEST(FileSink, KilledFourTimesWithAStateDirItHoldsEveryMessageOnce) {
       << read_file(dir / "c.log");
 }
 
+// A hoprelayd relay that keeps what it relays: a file-sink at b writes each record and the
+// message goes on to c (FORWARD at a relay passes it on; the slot goes back once c has
+// acknowledged it). b is killed twice mid-stream: with its state_dir it writes each message
+// once, and c, which drops a's replays by their sequence numbers, has each once too.
+TEST(FileSink, AtARelayItKeepsEveryMessageOnceAndPassesItOn) {
+  TempDir dir;
+  const fs::path at_b = dir / "b.rec", at_c = dir / "c.rec", state = dir / "state";
+  constexpr uint64_t kCount = 30000;
+  constexpr uint32_t kSize = 200;
+  constexpr uint64_t kRecord = 4 + kSize;
+  Pipeline p(dir, {{"a", {"b"}},
+                   {"b",
+                    {"c"},
+                    "{ plugin = \"file-sink\", path = \"" + at_b.string() + "\", state_dir = \"" +
+                        state.string() + "\" }"},
+                   {"c", {}, "{ plugin = \"file-sink\", path = \"" + at_c.string() + "\" }"}});
+  p.start_all();
+  auto send = p.start_send("a", kCount, kSize, {"--origin", "19"});
+  for (uint64_t mark : {kCount / 3, 2 * kCount / 3}) {
+    ASSERT_TRUE(wait_until([&] { return size_of(at_b) >= mark * kRecord; }, 120s))
+        << "stalled at " << size_of(at_b) / kRecord << " records\n"
+        << send->output();
+    p.crash_and_restart("b", 0ms);
+  }
+  ASSERT_EQ(send->wait(180s), 0) << send->output();
+  p.stop_all();
+  expect_each_once(at_b, kCount, kSize, 19);
+  expect_each_once(at_c, kCount, kSize, 19);
+}
+
 // A round-robin split that joins again at a sink with state_dir: b1 stops while b2 goes on, so
 // c writes b2's share first and b1's older messages arrive after newer ones of their origin.
 // Each is written once. Before, c took "below the highest written" for "written": it consumed
