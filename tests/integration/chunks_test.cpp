@@ -243,7 +243,16 @@ TEST(Chunks, HeadKilledTwiceTheProducerReplaysChunksOfItsReservedBuffers) {
   constexpr uint64_t kMessages = 3000;
   auto producer = p.start_send("a", kMessages, 100000, {"--rate", "600", "--log-level", "info"});
   for (int i = 0; i < 2; ++i) {
-    std::this_thread::sleep_for(1200ms);
+    // Killed while the producer sends into it: this run of a has taken a few hundred chunks
+    // (its counter starts at 0 with the process). A fixed sleep once killed it, on a loaded
+    // machine, before the producer had (re)connected: nothing was in flight to replay.
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return metric_value(scrape(p.node("a").metrics), "hoprelay_messages_received_total",
+                              "peer=\"producer\"") >= 300;
+        },
+        30s))
+        << producer->output();
     p.crash_and_restart("a");
   }
   EXPECT_EQ(producer->wait(120s), 0) << producer->output();
