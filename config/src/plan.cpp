@@ -58,10 +58,6 @@ std::string key_of(const std::string& name) {
   return name.find('.') == std::string::npos ? name : "\"" + name + "\"";
 }
 
-std::string endpoint_text(const Endpoint& e) {
-  return e.to_string();
-}
-
 }  // namespace
 
 std::string parse_plan_shape(std::string_view text, PlanOptions& options) {
@@ -294,8 +290,8 @@ std::string write_plan(const Plan& plan, const PlanOptions& options) {
          "\"\nslot_size = " + std::to_string(options.slot_size) +
          "\nslots = " + std::to_string(options.slots) + "\n";
   for (const PlannedNode& n : plan.nodes) {
-    out += "\n[nodes." + key_of(n.name) + "]\nlisten = \"" + endpoint_text(n.listen) + "\"\n";
-    if (n.metrics) out += "metrics = \"" + endpoint_text(*n.metrics) + "\"\n";
+    out += "\n[nodes." + key_of(n.name) + "]\nlisten = \"" + n.listen.to_string() + "\"\n";
+    if (n.metrics) out += "metrics = \"" + n.metrics->to_string() + "\"\n";
     if (!n.downstream.empty()) {
       out += "downstream = [";
       for (size_t i = 0; i < n.downstream.size(); ++i) {
