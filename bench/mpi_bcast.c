@@ -33,6 +33,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cpu_seconds.h"
+
 typedef struct result {
   uint64_t count;
   double seconds;
@@ -45,13 +47,6 @@ static int rank;
 static void die(const char* what) {
   fprintf(stderr, "mpi_bcast (rank %d): %s\n", rank, what);
   MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static double cpu_seconds(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru); /* every thread of the rank, Open MPI's own included */
-  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-         ru.ru_stime.tv_usec / 1e6;
 }
 
 /* Seconds the whole machine spent busy: the fields run.sh's busy_ticks() sums. */

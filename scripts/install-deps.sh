@@ -31,6 +31,9 @@ test_pkgs=(
   # mpirun and mpicc: the Soft-RoCE suite tries Open MPI over the rxe device (peers_probe)
   # (openmpi-bin and libopenmpi-dev are build packages too: bench/mpi_bcast.c)
   openmpi-bin libopenmpi-dev
+  # bench/fleet.sh: the references a fleet's operator would pick instead of hoprelay: reliable
+  # multicast (uftp, uftpd) and a BitTorrent swarm (a tracker, a torrent maker, a client)
+  uftp opentracker mktorrent aria2
 )
 
 want=("${build_pkgs[@]}")

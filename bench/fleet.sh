@@ -1,0 +1,417 @@
+#!/usr/bin/env bash
+# One file to every host of an emulated fleet (issue 41, docs/performance.md "A fleet"): how long
+# until the last host has all of it, over the physical limit S/R (every byte leaves the source
+# once through a NIC of rate R), for hoprelay's planned shapes and for the tools a user would
+# pick instead, in the same run on the same fleet (tests/fleet/fleet.sh).
+#
+#   bench/fleet.sh [--smoke] BUILD_DIR
+#
+# For every N of HOSTS (default "4 8 16 32"), a fleet of N hosts whose NICs are shaped to RATE
+# (default 200mbit), and MIB MiB of random bytes (default 128) on host 0, sent by each system of
+# SYSTEMS (default all of them):
+#   chain, tree:2, tree:4, racks:4   hoprelay: `hoprelay plan` writes the topology from the
+#       fleet's hosts file (racks of 8 hosts, labelled in it); hoprelayd runs the head on host 0,
+#       `hoprelay recv` every other host (a relay keeps what it relays), `hoprelay send --file`
+#       puts the file in at host 0. Timed once every link is up, from the send to the last
+#       consumer's exit at the end mark.
+#   uftp      reliable multicast (Debian uftp): uftpd on every other host, then uftp on host 0
+#       at 95 % of R (its own rate limit; at R it overruns the shaper). Timed from the sender's
+#       start: its announce and registration (about 2 s) are part of what a user waits for.
+#   torrent   a BitTorrent swarm (opentracker, mktorrent, aria2c): tracker and seeder on host 0,
+#       aria2c on every other host (no DHT, local peer discovery or peer exchange; pieces of
+#       1 MiB; every leecher seeds on). Timed from the leechers' start to the last one's
+#       "download complete" hook.
+#   mpi       MPI_Bcast of Open MPI (bench/mpi_file_bcast.c, one rank a host, TCP BTL on eth0,
+#       mpirun's launch agent bench/fleet_agent.sh runs each host's orted in its namespace; the
+#       algorithm Open MPI's tuned component picks). Timed by rank 0 between two barriers: from
+#       every rank ready to every rank's copy written; its CPU is the ranks' own over that time.
+#   mpi:pipeline  the same, with Open MPI's own pipelined chain (coll_tuned_bcast_algorithm 3,
+#       segments of 512 KiB): MPI's counterpart of hoprelay's chain.
+#   naive     host 0 copies the file to each host in turn over TCP (nc), the baseline.
+# Every host's copy is checked with SHA-256; a system that fails or times out is recorded as
+# failed, with why, and the run goes on. Per system and N it records the time, the time over
+# S/R, the CPU seconds of all its processes on all hosts while it was timed (a cgroup v1 cpuacct
+# group per run: kernel work on their behalf, as veth and bridge forwarding, included), and
+# what each host's NIC carried (the busiest host's rate over the run must stay within R: the
+# shaping held).
+# Writes BUILD_DIR/bench/fleet/results.json (or OUT/), fleet.svg and the table
+# (bench/fleet_report.py).
+# --smoke: 4 hosts, 4 MiB, every system once, and only a check that every number is there.
+# Needs root (network namespaces; exit 77 without) and the packages of scripts/install-deps.sh.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+bench_args "$@"
+fleet_sh=$here/../tests/fleet/fleet.sh
+agent=$here/fleet_agent.sh
+mpi_prog=$build/bench/mpi_file_bcast
+
+die() {
+  echo "fleet.sh: $*" >&2
+  exit 1
+}
+if [[ $(id -u) != 0 ]] || ! ip netns add "hrb$$-probe" 2>/dev/null; then
+  # ctest's bench.fleet_smoke counts 77 as skipped.
+  echo "fleet.sh: needs root and network namespaces (ip netns add): run it with sudo" >&2
+  exit 77
+fi
+ip netns del "hrb$$-probe"
+for b in "$hoprelayd" "$hoprelay"; do [[ -x $b ]] || die "$b is missing: build it first"; done
+
+rate=${RATE:-200mbit}
+if ((smoke)); then
+  sizes=(4)
+  mib=4
+  out=$build/bench/fleet-smoke
+else
+  read -r -a sizes <<<"${HOSTS:-4 8 16 32}"
+  mib=${MIB:-128}
+  out=${OUT:-$build/bench/fleet}
+fi
+read -r -a systems <<<"${SYSTEMS:-chain tree:2 tree:4 racks:4 uftp torrent mpi mpi:pipeline naive}"
+rack_size=8
+work=$out/run
+rm -rf "$work"
+mkdir -p "$work"
+chmod 755 "$work" # opentracker reads its whitelist as user nobody
+results=$out/results.tsv # read by bench/fleet_report.py
+: >"$results"
+bench_start
+
+bytes=$((mib << 20))
+rate_bits=$(awk -v r="$rate" 'BEGIN { n = r + 0; u = tolower(substr(r, length(n "") + 1));
+  m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : 0; printf "%.0f", n * m }')
+((rate_bits > 0)) || die "RATE '$rate': write it as NUMBER followed by kbit, mbit or gbit"
+limit=$(awk -v b="$bytes" -v r="$rate_bits" 'BEGIN { printf "%.3f", b * 8 / r }')
+# A system that takes longer than this has stalled.
+deadline=$(awk -v l="$limit" 'BEGIN { t = 40 * l; print int(t < 60 ? 60 : t) }')
+head -c "$bytes" /dev/urandom >"$work/in.bin"
+want=$(sha256sum <"$work/in.bin" | cut -d' ' -f1)
+
+fleet=hrb$$
+cleanup() {
+  "$fleet_sh" down "$fleet" >/dev/null 2>&1 || true
+  [[ -n ${cg:-} && -d $cg ]] && rmdir "$cg" 2>/dev/null
+  # An interrupted run leaves no copies behind either.
+  rm -rf "$work"/*-*/h*.out "$work"/*-*/h*/ "$work/in.bin"
+  return 0
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT # so that EXIT's clean-up runs when the run is stopped
+
+# CPU time of each system: every process it starts joins a cpuacct cgroup of its own (this
+# script stays out of it, so its polling is not counted).
+cg_root=/sys/fs/cgroup/cpuacct
+cg=
+cpu_note=
+if [[ -w $cg_root ]] && mkdir "$cg_root/hoprelay-fleet-$$" 2>/dev/null; then
+  rmdir "$cg_root/hoprelay-fleet-$$"
+else
+  cpu_note="no writable cgroup v1 cpuacct hierarchy at $cg_root: CPU not measured"
+  echo "fleet.sh: $cpu_note" >&2
+fi
+cpu_usage() { [[ -n $cg ]] && cat "$cg/cpuacct.usage" || echo 0; } # nanoseconds
+
+on() { # on I CMD...: run CMD on host I, inside the system's cgroup
+  # The cgroup is joined before `ip netns exec`, which mounts a /sys of the host's own.
+  # shellcheck disable=SC2016 # expanded by that shell: $0 is the cgroup, $@ the command
+  sh -c '[ -z "$0" ] || echo $$ >"$0/cgroup.procs"; exec "$@"' "$cg" "$fleet_sh" exec "$fleet" "$@"
+}
+
+kill_all() {
+  local i
+  for ((i = 0; i < n; i++)); do "$fleet_sh" kill "$fleet" "$i" KILL; done
+  wait 2>/dev/null || true
+}
+
+# wait_for SECONDS CMD...: until CMD succeeds; fails after SECONDS.
+wait_for() {
+  local until
+  until=$(awk -v s="$1" -v t="$EPOCHREALTIME" 'BEGIN { printf "%.3f", t + s }')
+  shift
+  until "$@"; do
+    awk -v u="$until" -v t="$EPOCHREALTIME" 'BEGIN { exit !(t > u) }' && return 1
+    sleep 0.02
+  done
+}
+
+address() { # I: host I's address, from the hosts file
+  awk -v i=$(($1 + 1)) 'NR == i {sub(/:.*/, "", $1); print $1}' "$work/hosts.txt"
+}
+
+# ---- hoprelay -------------------------------------------------------------------------------
+# established I: TCP connections host I has up.
+established() { ip netns exec "$fleet-h$1" ss -Htn state established | wc -l; }
+# links_up TOPOLOGY: every host has one connection per downstream peer and one from upstream.
+links_up() {
+  local i want_links
+  for ((i = 0; i < n; i++)); do
+    want_links=$(awk -v node="h$i" '$0 == "[nodes." node "]" {on = 1; next} /^\[/ {on = 0}
+      on && /^downstream = / {print gsub(/"/, "") / 2; exit}' "$1")
+    want_links=$((${want_links:-0} + (i > 0)))
+    (($(established "$i") >= want_links)) || return 1
+  done
+}
+# listens I PATTERN [udp]: host I has a socket bound to a local address matching PATTERN.
+listens() {
+  local flags=-Hltn
+  [[ ${3:-} == udp ]] && flags=-Hlun
+  ip netns exec "$fleet-h$1" ss "$flags" | awk '{print $4 " "}' | grep -Eq "$2"
+}
+all_exited() {
+  local p
+  for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done
+  return 0
+}
+run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
+  local shape=$1 topo=$work/$sys.toml i recv=()
+  "$hoprelay" plan --hosts "$work/hosts.txt" --shape "$shape" --name fleet >"$topo" \
+    2>"$work/$sys.plan.log" || { why="hoprelay plan: $(cat "$work/$sys.plan.log")"; return 1; }
+  for ((i = 1; i < n; i++)); do
+    on "$i" "$hoprelay" recv --topology "$topo" --node "h$i" --output "$dir/h$i.out" \
+      --timeout "$deadline" >"$dir/h$i.log" 2>&1 &
+    recv+=("$!")
+  done
+  on 0 "$hoprelayd" --topology "$topo" --node h0 --log-level warn >"$dir/h0.log" 2>&1 &
+  wait_for 30 links_up "$topo" || { why="links not up after 30 s"; return 1; }
+  local cpu0 t0
+  cpu0=$(cpu_usage)
+  t0=$EPOCHREALTIME
+  on 0 "$hoprelay" send --topology "$topo" --to h0 --file "$work/in.bin" --connect-timeout 30 \
+    --close-timeout 0 >"$dir/send.log" 2>&1 ||
+    { why="hoprelay send: $(tail -n 2 "$dir/send.log")"; return 1; }
+  wait_for "$deadline" all_exited "${recv[@]}" || { why="a consumer still waits"; return 1; }
+  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  cpu_ns=$(($(cpu_usage) - cpu0))
+  for p in "${recv[@]}"; do wait "$p" || { why="a consumer failed"; return 1; }; done
+}
+
+# ---- uftp -----------------------------------------------------------------------------------
+run_uftp() {
+  command -v uftp >/dev/null || { why="uftp missing: apt-get install uftp"; return 1; }
+  local i kbps
+  kbps=$((rate_bits * 95 / 100 / 1000))
+  for ((i = 0; i < n; i++)); do
+    ip -n "$fleet-h$i" route replace 224.0.0.0/4 dev eth0
+  done
+  for ((i = 1; i < n; i++)); do
+    mkdir -p "$dir/h$i"
+    on "$i" uftpd -d -I eth0 -M 230.4.4.1 -D "$dir/h$i" >"$dir/uftpd$i.log" 2>&1 &
+  done
+  for ((i = 1; i < n; i++)); do
+    wait_for 10 listens "$i" ':1044 ' udp || { why="uftpd on host $i did not start"; return 1; }
+  done
+  local cpu0 t0
+  cpu0=$(cpu_usage)
+  t0=$EPOCHREALTIME
+  # From the file's directory with a relative name: receivers refuse an absolute path that is
+  # not under their -D.
+  (cd "$work" && on 0 uftp -R "$kbps" -I eth0 -M 230.4.4.1 -P 230.5.5.1 in.bin) \
+    >"$dir/uftp.log" 2>&1 || { why="uftp: $(tail -n 2 "$dir/uftp.log")"; return 1; }
+  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  cpu_ns=$(($(cpu_usage) - cpu0))
+  for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
+}
+
+# ---- BitTorrent -----------------------------------------------------------------------------
+info_hash() { # TORRENT: SHA-1 of its bencoded info dictionary, hex
+  python3 - "$1" <<'EOF'
+import hashlib, sys
+d = open(sys.argv[1], "rb").read()
+def end(i):  # the index just past the bencoded value at i
+    c = d[i:i + 1]
+    if c == b"i":
+        return d.index(b"e", i) + 1
+    if c in (b"l", b"d"):
+        i += 1
+        while d[i:i + 1] != b"e":
+            i = end(i)
+        return i + 1
+    colon = d.index(b":", i)
+    return colon + 1 + int(d[i:colon])
+i = 1
+while d[i:i + 1] != b"e":
+    key_end = end(i)
+    value_end = end(key_end)
+    if d[d.index(b":", i) + 1:key_end] == b"info":
+        print(hashlib.sha1(d[key_end:value_end]).hexdigest())
+        break
+    i = value_end
+EOF
+}
+all_done() {
+  local i
+  for ((i = 1; i < n; i++)); do [[ -e $dir/h$i.done ]] || return 1; done
+}
+run_torrent() {
+  local tool
+  for tool in opentracker mktorrent aria2c; do
+    command -v "$tool" >/dev/null ||
+      { why="$tool missing: apt-get install opentracker mktorrent aria2"; return 1; }
+  done
+  local tracker=198.18.0.1:6969 i
+  mkdir -p "$dir/seed"
+  ln "$work/in.bin" "$dir/seed/in.bin"
+  mktorrent -l 20 -a "http://$tracker/announce" -o "$dir/in.torrent" "$dir/seed/in.bin" \
+    >"$dir/mktorrent.log" 2>&1 || { why="mktorrent: $(tail -n 1 "$dir/mktorrent.log")"; return 1; }
+  # Debian's opentracker serves only the torrents of its whitelist, read as user nobody.
+  info_hash "$dir/in.torrent" >"$dir/whitelist"
+  chmod 755 "$dir"
+  chmod 644 "$dir/whitelist"
+  on 0 opentracker -i "${tracker%:*}" -p "${tracker#*:}" -w "$dir/whitelist" \
+    >"$dir/tracker.log" 2>&1 &
+  local common=(--enable-dht=false --enable-dht6=false --bt-enable-lpd=false
+    --enable-peer-exchange=false --seed-ratio=0.0 --seed-time=600 --file-allocation=none
+    --summary-interval=0 --console-log-level=warn)
+  # aria2c's hook gets GID FILE_COUNT PATH; PATH is $dir/hI/in.bin, the mark $dir/hI.done.
+  # shellcheck disable=SC2016 # the hook's own shell expands it
+  printf '#!/bin/sh\nd=$(dirname "$3")\ntouch "$d/../$(basename "$d").done"\n' >"$dir/done.sh"
+  chmod +x "$dir/done.sh"
+  on 0 aria2c "${common[@]}" --check-integrity=true -d "$dir/seed" "$dir/in.torrent" \
+    >"$dir/seed.log" 2>&1 &
+  # The seeder listens for peers once it has checked its copy.
+  wait_for 30 listens 0 ':68[89][0-9] |:69[0-9][0-9] ' ||
+    { why="the seeder did not start"; return 1; }
+  local cpu0 t0
+  cpu0=$(cpu_usage)
+  t0=$EPOCHREALTIME
+  for ((i = 1; i < n; i++)); do
+    on "$i" aria2c "${common[@]}" --on-bt-download-complete="$dir/done.sh" -d "$dir/h$i" \
+      "$dir/in.torrent" >"$dir/aria2c$i.log" 2>&1 &
+  done
+  wait_for "$deadline" all_done || { why="not every leecher completed"; return 1; }
+  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  cpu_ns=$(($(cpu_usage) - cpu0))
+  for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
+}
+
+# ---- MPI_Bcast ------------------------------------------------------------------------------
+run_mpi() { # [ALGORITHM]: default, or pipeline
+  local tuned=()
+  [[ ${1:-} == pipeline ]] && tuned=(--mca coll_tuned_use_dynamic_rules 1
+    --mca coll_tuned_bcast_algorithm 3 --mca coll_tuned_bcast_algorithm_segmentsize 524288)
+  command -v mpirun >/dev/null || { why="mpirun missing: apt-get install openmpi-bin"; return 1; }
+  [[ -x $mpi_prog ]] || { why="$mpi_prog missing (needs libopenmpi-dev at build time)"; return 1; }
+  local i hostlist=
+  for ((i = 0; i < n; i++)); do hostlist+="${hostlist:+,}$(address "$i"):1"; done
+  # rtc_hwloc_vmhole none: each host's orted would otherwise map the topology into the same
+  # shared memory as the others on this one machine, and some crash in hwloc (seen 1 in 2).
+  # mpi_yield_when_idle: a rank waiting for data spins in Open MPI's progress loop; on real
+  # hosts it has cores of its own, here N ranks share 2 cores and would starve each other.
+  FLEET_NAME=$fleet on 0 timeout "$deadline" mpirun --allow-run-as-root -np "$n" \
+    --host "$hostlist" --mca rtc_hwloc_vmhole none --mca mpi_yield_when_idle 1 \
+    --mca plm_rsh_agent "$agent" \
+    --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+    "${tuned[@]}" "$mpi_prog" "$work/in.bin" "$dir" >"$dir/mpirun.log" 2>&1 ||
+    { why="mpirun: $(tail -n 2 "$dir/mpirun.log" | tr '\n' ' ')"; return 1; }
+  elapsed=$(awk '$1 == "mpi_file_bcast" {print $3}' "$dir/mpirun.log")
+  [[ -n $elapsed ]] || { why="no time in $dir/mpirun.log"; return 1; }
+  # The ranks' own CPU over the timed part (mpi_file_bcast.c), not the cgroup's, which holds
+  # the start-up of mpirun and every orted too.
+  cpu_ns=$(awk '$1 == "mpi_file_bcast" {printf "%.0f", $4 * 1e9}' "$dir/mpirun.log")
+}
+
+# ---- naive ----------------------------------------------------------------------------------
+run_naive() {
+  local i
+  for ((i = 1; i < n; i++)); do
+    # shellcheck disable=SC2016 # that shell expands $0, the output file
+    on "$i" sh -c 'exec nc -l -p 9100 >"$0"' "$dir/h$i.out" 2>"$dir/nc$i.log" &
+    nc+=("$!")
+  done
+  for ((i = 1; i < n; i++)); do
+    wait_for 10 listens "$i" ':9100 ' || { why="nc on host $i did not listen"; return 1; }
+  done
+  local cpu0 t0
+  cpu0=$(cpu_usage)
+  t0=$EPOCHREALTIME
+  for ((i = 1; i < n; i++)); do
+    on 0 nc -N "$(address "$i")" 9100 \
+      <"$work/in.bin" 2>>"$dir/nc0.log" || { why="nc to host $i failed"; return 1; }
+  done
+  wait_for 30 all_exited "${nc[@]}" || { why="a receiving nc did not finish"; return 1; }
+  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  cpu_ns=$(($(cpu_usage) - cpu0))
+}
+
+# ---- the run --------------------------------------------------------------------------------
+measure() { # SYSTEM
+  sys=$1
+  dir=$work/$n-${sys/:/}
+  mkdir -p "$dir"
+  elapsed='' cpu_ns=0 why=''
+  if [[ -z $cpu_note ]]; then
+    cg=$cg_root/hoprelay-fleet-$$-$n-${sys/:/}
+    mkdir "$cg"
+  fi
+  "$fleet_sh" sent "$fleet" >"$dir/sent.before"
+  local ok=1 i
+  case $sys in
+    chain | tree:* | racks:*) run_hoprelay "$sys" || ok=0 ;;
+    uftp) run_uftp || ok=0 ;;
+    torrent) run_torrent || ok=0 ;;
+    mpi) run_mpi || ok=0 ;;
+    mpi:pipeline) run_mpi pipeline || ok=0 ;;
+    naive) run_naive || ok=0 ;;
+    *) die "unknown system '$sys': chain, tree:K, racks:K, uftp, torrent, mpi, mpi:pipeline" \
+      "or naive" ;;
+  esac
+  kill_all
+  "$fleet_sh" sent "$fleet" >"$dir/sent.after"
+  if ((ok)); then
+    for ((i = 1; i < n; i++)); do
+      if [[ $(sha256sum <"$dir/h$i.out" 2>/dev/null | cut -d' ' -f1) != "$want" ]]; then
+        ok=0
+        why="host $i's copy differs or is missing"
+        break
+      fi
+    done
+  fi
+  # The copies go once checked: 31 hosts x 128 MiB for each of 9 systems and 4 fleets would
+  # be 60 GiB.
+  rm -rf "$dir"/h*.out "$dir"/h*/ "$dir/seed"
+  # What each NIC carried during the run: host 0's bytes and the busiest host's rate.
+  local sent0 top
+  sent0=$(awk 'NR == FNR {b[$1] = $2; next} $1 == 0 {printf "%.0f", $2 - b[$1]}' \
+    "$dir/sent.before" "$dir/sent.after")
+  top=$(awk -v e="${elapsed:-0}" 'NR == FNR {b[$1] = $2; next}
+    {d = $2 - b[$1]; if (d > m) m = d} END {printf "%.1f", (e > 0 ? m * 8 / e / 1e6 : 0)}' \
+    "$dir/sent.before" "$dir/sent.after")
+  [[ -n $cg ]] && { rmdir "$cg" 2>/dev/null || true; cg=; }
+  local cpu_s
+  cpu_s=$([[ -z $cpu_note ]] && awk -v c="$cpu_ns" 'BEGIN { printf "%.2f", c / 1e9 }' || echo -)
+  if ((ok)); then
+    echo "run $sys $n $rate_bits $bytes $elapsed $cpu_s $sent0 $top" >>"$results"
+    printf '  %-12s %7.2f s  %5.2f x S/R  CPU %6s s  busiest NIC %s Mbit/s\n' "$sys" "$elapsed" \
+      "$(awk -v e="$elapsed" -v l="$limit" 'BEGIN { print e / l }')" "$cpu_s" "$top" >&2
+  else
+    echo "failed $sys $n ${why//[$'\n\t']/ }" >>"$results"
+    printf '  %-12s failed: %s (logs in %s)\n' "$sys" "$why" "$dir" >&2
+  fi
+}
+
+for n in "${sizes[@]}"; do
+  # Every other host's copy is on this one disk while a system runs.
+  need_kib=$(((n - 1) * (bytes >> 10) + (64 << 10)))
+  have_kib=$(df -Pk "$work" | awk 'NR == 2 {print $4}')
+  ((have_kib >= need_kib)) ||
+    die "$n hosts need $((need_kib >> 20)) GiB free under $work for their copies;" \
+      "$((have_kib >> 20)) GiB are: free some, or give MIB or HOSTS smaller"
+  "$fleet_sh" up "$fleet" "$n" "$rate" >&2
+  # The hosts file for plan: address:port, a rack label (racks of $rack_size hosts), h<i>.
+  "$fleet_sh" hosts "$fleet" |
+    awk -v k="$rack_size" '{print $1, "rack" int((NR - 1) / k), "h" NR - 1}' >"$work/hosts.txt"
+  echo "$n hosts at $rate, $mib MiB from host 0; the limit S/R is $limit s" >&2
+  for s in "${systems[@]}"; do measure "$s"; done
+  "$fleet_sh" down "$fleet"
+done
+
+rm -f "$work/in.bin"
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "took $(($(date +%s) - started)) s; load average before $load_before, after $load_after" >&2
+python3 -B "$here/fleet_report.py" --results "$results" --out "$out" --smoke "$smoke" \
+  --meta "cores=$(nproc)" "load_before=$load_before" "load_after=$load_after" "rate=$rate" \
+  "mib=$mib" "rack_size=$rack_size" "seconds=$(($(date +%s) - started))" \
+  ${cpu_note:+"cpu_note=$cpu_note"}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# mpirun's launch agent for bench/fleet.sh (its plm_rsh_agent, in place of ssh): runs a command
+# "on host ADDRESS" of the fleet FLEET_NAME, i.e. inside that host's network namespace.
+#   FLEET_NAME=NAME fleet_agent.sh ADDRESS COMMAND...
+# Open MPI hands over the command as ssh would, as words for the remote shell to join and run.
+set -euo pipefail
+[[ -n ${FLEET_NAME:-} ]] || { echo "fleet_agent.sh: FLEET_NAME is not set" >&2; exit 1; }
+# Host i's address is 198.18.(i / 250).(i % 250 + 1) (tests/fleet/fleet.sh).
+IFS=. read -r a b c d <<<"$1"
+[[ $a.$b == 198.18 && $c =~ ^[0-9]+$ && $d =~ ^[0-9]+$ ]] ||
+  { echo "fleet_agent.sh: $1 is no address of a fleet host" >&2; exit 1; }
+shift
+exec ip netns exec "$FLEET_NAME-h$((c * 250 + d - 1))" sh -c "$*"
