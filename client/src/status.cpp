@@ -108,8 +108,9 @@ int run_status(const config::Topology& topology, std::chrono::milliseconds inter
   std::printf("pipeline %s (%s): %zu node%s, %zu link%s\n", topology.name.c_str(),
               topology.path.c_str(), topology.nodes.size(), topology.nodes.size() == 1 ? "" : "s",
               links, links == 1 ? "" : "s");
-  std::printf("%-14s %-5s %-9s %-7s %-7s %10s %10s %6s %7s %8s %7s\n", "NODE", "STATE", "TRANSPORT",
-              "IN", "OUT", "MSG/S IN", "MSG/S OUT", "HELD", "QUEUED", "DROPPED", "ERRORS");
+  std::printf("%-14s %-5s %-9s %-7s %-7s %10s %10s %6s %7s %8s %8s %7s\n", "NODE", "STATE",
+              "TRANSPORT", "IN", "OUT", "MSG/S IN", "MSG/S OUT", "HELD", "QUEUED", "SPOOLED",
+              "DROPPED", "ERRORS");
   int status = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& n = topology.nodes[i];
@@ -143,16 +144,16 @@ int run_status(const config::Topology& topology, std::chrono::milliseconds inter
     double dropped = sum(b, "hoprelay_messages_dropped_total") -
                      sum(b, "hoprelay_messages_dropped_total", "reason=\"duplicate\"");
     double errors = sum(b, "hoprelay_stage_messages_total", "verdict=\"error\"");
-    std::printf("%-14s %-5s %-9s %-7s %-7s %10s %10s %6.0f %7.0f %8.0f %7.0f\n", n.name.c_str(),
-                "up", transport.c_str(), in, out,
+    std::printf("%-14s %-5s %-9s %-7s %-7s %10s %10s %6.0f %7.0f %8.0f %8.0f %7.0f\n",
+                n.name.c_str(), "up", transport.c_str(), in, out,
                 rate(sum(b, "hoprelay_messages_received_total"),
                      sum(a, "hoprelay_messages_received_total"), seconds)
                     .c_str(),
                 rate(sum(b, "hoprelay_messages_forwarded_total"),
                      sum(a, "hoprelay_messages_forwarded_total"), seconds)
                     .c_str(),
-                sum(b, "hoprelay_slots_in_use"), sum(b, "hoprelay_downstream_queued"), dropped,
-                errors);
+                sum(b, "hoprelay_slots_in_use"), sum(b, "hoprelay_downstream_queued"),
+                sum(b, "hoprelay_spool_messages"), dropped, errors);
   }
   curl_global_cleanup();
   return status;

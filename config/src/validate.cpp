@@ -28,8 +28,9 @@ using internal::node_name_charset_ok;
 
 const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file"};
 const std::vector<std::string_view> kPipelineKeys = {
-    "name", "transport",    "slot_size",         "slots",   "ingress",     "forward",
-    "poll", "on_peer_down", "peer_down_timeout", "threads", "link_threads"};
+    "name",      "transport",    "slot_size",         "slots",   "ingress",      "forward",
+    "poll",      "on_peer_down", "peer_down_timeout", "threads", "link_threads", "spool_dir",
+    "spool_max", "spool_after"};
 const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "metrics",
                                                  "downstream",
@@ -45,7 +46,10 @@ const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "peer_down_timeout",
                                                  "cpu",
                                                  "threads",
-                                                 "link_threads"};
+                                                 "link_threads",
+                                                 "spool_dir",
+                                                 "spool_max",
+                                                 "spool_after"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -182,6 +186,9 @@ struct Settings {
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);
   uint32_t threads = 1;
   uint32_t link_threads = 0;
+  std::string spool_dir;
+  uint64_t spool_max = uint64_t{1} << 30;
+  std::chrono::milliseconds spool_after = std::chrono::seconds(1);
   // slot_size was given but refused: its error is said once, and no link check compares with
   // the default left in its place (that would add a second, false error).
   bool slot_size_refused = false;
@@ -370,6 +377,18 @@ class Validator {
       parse_threads(e, name, s);
     } else if (e.key == "link_threads") {
       parse_link_threads(e, name, s);
+    } else if (e.key == "spool_dir") {
+      if (auto path = get_string(e, name)) {
+        if (path->empty()) {
+          error(e.value_pos, name + " must not be empty (leave it out for no spooling)");
+        } else {
+          s.spool_dir = path->front() == '/' ? *path : beside_file(*path);
+        }
+      }
+    } else if (e.key == "spool_max") {
+      parse_spool_max(e, name, s);
+    } else if (e.key == "spool_after") {
+      if (auto d = get_duration(e, name, kMinSpoolAfter, kMaxSpoolAfter)) s.spool_after = *d;
     } else if (e.key == "slots") {
       auto v = e.value->as_integer();
       if (!v) {
@@ -419,23 +438,58 @@ class Validator {
   }
 
   void parse_peer_down_timeout(const Entry& e, const std::string& name, Settings& s) {
+    if (auto d = get_duration(e, name, kMinPeerDownTimeout, kMaxPeerDownTimeout)) {
+      s.peer_down_timeout = *d;
+    }
+  }
+
+  // A duration string within [low, high]; the error, naming the range, otherwise.
+  std::optional<std::chrono::milliseconds> get_duration(const Entry& e, const std::string& name,
+                                                        std::chrono::milliseconds low,
+                                                        std::chrono::milliseconds high) {
     auto text = e.value->as_string();
     if (!text) {
       type_error(e, name, "a duration such as \"30s\"");
-      return;
+      return std::nullopt;
     }
     auto duration = parse_duration(text->get());
     if (!duration) {
       error(e.value_pos, name + " " + quoted(text->get()) +
                              " is not a duration: write a whole number with unit ms, s, m or h, "
                              "as in \"500ms\" or \"30s\"");
-    } else if (*duration < kMinPeerDownTimeout || *duration > kMaxPeerDownTimeout) {
-      error(e.value_pos, name + " " + quoted(text->get()) + " is out of range: must be between " +
-                             duration_text(kMinPeerDownTimeout) + " and " +
-                             duration_text(kMaxPeerDownTimeout));
-    } else {
-      s.peer_down_timeout = *duration;
+      return std::nullopt;
     }
+    if (*duration < low || *duration > high) {
+      error(e.value_pos, name + " " + quoted(text->get()) + " is out of range: must be between " +
+                             duration_text(low) + " and " + duration_text(high));
+      return std::nullopt;
+    }
+    return duration;
+  }
+
+  void parse_spool_max(const Entry& e, const std::string& name, Settings& s) {
+    auto text = e.value->as_string();
+    std::optional<uint64_t> bytes;
+    if (auto i = e.value->as_integer()) {
+      if (i->get() >= 0) bytes = static_cast<uint64_t>(i->get());
+    } else if (text) {
+      bytes = parse_size(text->get());
+      if (!bytes) {
+        error(e.value_pos, name + " " + quoted(text->get()) +
+                               " is not a size: write an integer number of bytes or a number "
+                               "with unit B, KiB, MiB, GiB or TiB, as in \"20GiB\"");
+        return;
+      }
+    } else {
+      type_error(e, name, "a size such as \"20GiB\" or an integer number of bytes");
+      return;
+    }
+    if (!bytes || *bytes < kMinSpoolMax) {
+      error(e.value_pos,
+            name + " is too small: a spool must be allowed at least " + size_text(kMinSpoolMax));
+      return;
+    }
+    s.spool_max = *bytes;
   }
 
   // Not read here (the transport reads it when it starts): a missing or unreadable key file is
@@ -574,6 +628,9 @@ class Validator {
     spec.peer_down_timeout = s.peer_down_timeout;
     spec.threads = s.threads;
     spec.link_threads = s.link_threads;
+    spec.spool_dir = s.spool_dir;
+    spec.spool_max = s.spool_max;
+    spec.spool_after = s.spool_after;
   }
 
   // A CPU number or a list of them; whether this host has them is checked by hoprelayd when

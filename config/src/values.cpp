@@ -108,6 +108,10 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     scale = 1024;
   } else if (unit == "MiB") {
     scale = 1024 * 1024;
+  } else if (unit == "GiB") {
+    scale = uint64_t{1} << 30;
+  } else if (unit == "TiB") {
+    scale = uint64_t{1} << 40;
   } else {
     return std::nullopt;
   }

@@ -57,6 +57,7 @@ Downstreams::~Downstreams() {
 }
 
 void Downstreams::connect_all() {
+  connected_ = true;
   for (auto& d : peers_) connect(*d);
 }
 
@@ -76,9 +77,29 @@ void Downstreams::close_all() {
 
 void Downstreams::tick() {
   peer_down_.warn_long_down(peers_);
-  for (auto& d : peers_) {
-    d->queued->Set(static_cast<double>(d->waiting.size()));
-    d->credits->Set(d->link ? d->link->credits() : 0);
+  // A branch is behind when its link is down, or when it is out of credit while another branch
+  // has nothing waiting and credit to spare (it holds the node's slots, and so the others,
+  // back).
+  auto up = [](const Downstream& d) { return d.link && d.link->up(); };
+  size_t idle = 0;
+  for (const Downstream* d : active_) idle += d->waiting.empty() && up(*d) && d->link->credits();
+  const auto now = transport::EventLoop::Clock::now();
+  const int64_t wall = BranchSpool::wall_ns();
+  for (auto& dp : peers_) {
+    Downstream& d = *dp;
+    d.queued->Set(static_cast<double>(d.waiting.size()));
+    d.credits->Set(d.link ? d.link->credits() : 0);
+    if (!d.spool) continue;
+    if (!d.spool->active() && !d.retiring) {
+      const bool down = !up(d);
+      // Out of credit: its window is full (what waits beyond it, if anything, is in `waiting`).
+      const bool stalled = !down && d.link->credits() == 0;
+      if (d.spool->behind_for_long(down || (stalled && idle > 0), now, spec_->spool_after)) {
+        start_spooling(d, down);
+      }
+    }
+    if (!d.unsynced.empty()) schedule_sync();  // a sync that failed is tried again
+    d.spool->publish(wall);
   }
 }
 
@@ -91,6 +112,24 @@ Downstream& Downstreams::add(const std::string& name) {
   d->queued = &metrics_.queued(name);
   d->credits = &metrics_.credits(name);
   d->replayed = &metrics_.replayed(name);
+  if (!spec_->spool_dir.empty()) {
+    const uint32_t window = topology_->find(name)->slots;
+    try {
+      d->spool = std::make_unique<BranchSpool>(*spec_, name, window, transport_, metrics_);
+    } catch (const std::exception& e) {
+      if (!connected_) throw;  // at start: the node does not start (setup's convention)
+      // A peer a reload added: the reload is past the point where it could be refused.
+      node_log().error("downstream {} runs without a spool: {}", name, e.what());
+    }
+    d->unsynced = RingQueue<transport::Slot*>(size_t{spec_->slots} * 4);
+    d->before_spool = RingQueue<transport::Slot*>(window);
+    if (d->spool && d->spool->active()) {
+      node_log().info(
+          "downstream {}: {} frames (messages and end marks) left in its spool {} "
+          "by an earlier run go to it first",
+          name, d->spool->spool().records(), d->spool->dir());
+    }
+  }
   peers_.push_back(std::move(d));
   return *peers_.back();
 }
@@ -165,6 +204,7 @@ Downstream* Downstreams::branch_of(const Partial& p) {
 
 // Posts what this downstream has waiting, as far as its credits go.
 void Downstreams::pump(Downstream& d) {
+  if (d.spool && d.spool->active()) return pump_spooled(d);
   if (d.dropping) return drop_waiting(d);
   while (!d.waiting.empty() && d.link && d.link->up()) {
     if (d.open && !bring_open_forward(d)) break;  // the open message's next chunk is not here
@@ -207,6 +247,27 @@ void Downstreams::drop_waiting(Downstream& d) {
   uint64_t dropped = 0;
   uint32_t origin = 0;
   uint64_t seq = 0;
+  if (d.retiring && d.spool) {
+    // A removed peer given up: what its spool and the frames sent before it hold go too.
+    while (!d.before_spool.empty()) {
+      d.waiting.push_front(d.before_spool.front());  // dropped below, with the rest
+      d.before_spool.pop_front();
+    }
+    if (!d.spool->caught_up()) {
+      // Those not yet durable still hold their slots: dropped below, as the rest of `waiting`.
+      const uint64_t n = d.spool->discard() - d.unsynced.size();
+      while (!d.unsynced.empty()) {
+        d.waiting.push_front(d.unsynced.front());
+        d.unsynced.pop_front();
+      }
+      dropped_peer_down_.add(n);
+      d.dropped_while_down += n;
+      drops_.note("peer_down", d.name,
+                  "its downstream was removed from the topology and is down longer than "
+                  "peer_down_timeout: its spool was given up",
+                  0, 0, loop_.now_ns(), n);
+    }
+  }
   while (!d.waiting.empty()) {
     transport::Slot* s = d.waiting.front();
     d.waiting.pop_front();
@@ -233,9 +294,13 @@ void Downstreams::drop_waiting(Downstream& d) {
 }
 
 bool Downstreams::bring_open_forward(Downstream& d) {
+  return bring_forward(d, d.open_origin, d.open_seq);
+}
+
+bool Downstreams::bring_forward(Downstream& d, uint32_t origin, uint64_t seq) {
   for (size_t i = 0; i < d.waiting.size(); ++i) {
     const transport::Slot* s = d.waiting.at(i);
-    if (s->origin == d.open_origin && s->seq == d.open_seq) {
+    if (s->origin == origin && s->seq == seq) {
       if (i > 0) d.waiting.move_to_front(i);  // overtakes frames of other messages
       return true;
     }
@@ -252,7 +317,11 @@ void Downstreams::note_posted(Downstream& d, const transport::Slot& s) {
 
 void Downstreams::on_outcome(transport::OutboundLink& link, void* cookie,
                              const transport::Outcome& outcome) {
-  of(link).metrics.dropped_below.add();
+  Downstream& d = of(link);
+  d.metrics.dropped_below.add();
+  // A spooled message's slot went back upstream when the spool had it: the node below counted
+  // and logged its drop, and there is no outcome here to carry it further.
+  if (d.spool && d.spool->owns(cookie)) return;
   held_.merge_below(*static_cast<transport::Slot*>(cookie), outcome);
 }
 
@@ -271,8 +340,17 @@ Downstream& Downstreams::of(transport::OutboundLink& link) {
 }
 
 void Downstreams::on_acked(transport::OutboundLink& link, void* cookie) {
-  auto* slot = static_cast<transport::Slot*>(cookie);
   Downstream& d = of(link);
+  if (d.spool && d.spool->owns(cookie)) {
+    const BranchSpool::Acked a = d.spool->acked();
+    if (!a.end_mark) {
+      d.metrics.messages[0].add();
+      d.metrics.bytes[0].add(a.length);
+    }
+    if (d.retiring) retire_if_done(d);
+    return;
+  }
+  auto* slot = static_cast<transport::Slot*>(cookie);
   if (!(slot->flags & transport::kFlagEnd)) {
     d.metrics.messages[0].add();
     d.metrics.bytes[0].add(slot->length);
@@ -284,6 +362,15 @@ void Downstreams::on_acked(transport::OutboundLink& link, void* cookie) {
 void Downstreams::on_returned(transport::OutboundLink& link, void* cookie) {
   Downstream& d = of(link);
   d.replayed->Increment();  // the link failed: not the per-message path
+  if (d.spool && d.spool->owns(cookie)) {
+    d.spool->link_down();  // newest first: the spool's come back before the older slots'
+    return;
+  }
+  if (d.spool && d.spool->active()) {
+    // Posted before the spool started: older than anything in it, it goes out first again.
+    d.before_spool.push_front(static_cast<transport::Slot*>(cookie));
+    return;
+  }
   d.waiting.push_front(static_cast<transport::Slot*>(cookie));
   if (d.dropping) drop_waiting(d);
 }
@@ -330,7 +417,8 @@ void Downstreams::retire_if_done(Downstream& d) {
   // So does a message half sent whose set holds it (it may not have reached it yet).
   auto done = [this](const Downstream& d) {
     return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0) &&
-           !branch_sets_.holds(d);
+           !branch_sets_.holds(d) &&
+           (!d.spool || (d.spool->caught_up() && d.unsynced.empty() && d.before_spool.empty()));
   };
   if (!done(d)) return;
   Downstream* dying = &d;

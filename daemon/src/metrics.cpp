@@ -110,6 +110,32 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                        "Frames sent to the downstream peer that were not acknowledged when its "
                        "link failed, and so are sent again, by peer")
                    .Register(r);
+  spool_bytes_ = &BuildGauge()
+                      .Name("hoprelay_spool_bytes")
+                      .Help("Bytes on disk in the spool of a downstream peer (spool_dir)")
+                      .Register(r);
+  spool_messages_ = &BuildGauge()
+                         .Name("hoprelay_spool_messages")
+                         .Help(
+                             "Messages in the spool of a downstream peer, not yet "
+                             "acknowledged by it")
+                         .Register(r);
+  spool_age_ = &BuildGauge()
+                    .Name("hoprelay_spool_age_seconds")
+                    .Help(
+                        "Age of the oldest message in the spool of a downstream peer (0 "
+                        "when empty)")
+                    .Register(r);
+  spooled_ = &BuildCounter()
+                  .Name("hoprelay_spooled_total")
+                  .Help("Messages routed to a downstream peer that went into its spool")
+                  .Register(r);
+  spool_replayed_ = &BuildCounter()
+                         .Name("hoprelay_spool_replayed_total")
+                         .Help(
+                             "Messages sent from the spool of a downstream peer and "
+                             "acknowledged by it")
+                         .Register(r);
   link_slots_ = &BuildGauge()
                      .Name("hoprelay_link_slots_in_use")
                      .Help("Receive slots of the inbound link from the peer holding a message")
@@ -301,9 +327,18 @@ void NodeMetrics::forget_downstream(const std::string& peer, const std::string& 
   drop_hot(tx_messages_, {{"peer", peer}, {"opcode", opcode}});
   drop_hot(tx_bytes_, {{"peer", peer}, {"opcode", opcode}});
   drop_hot(dropped_below_, {{"peer", peer}});
-  for (auto* family : {reconnects_, replayed_, rdma_connect_timeouts_}) {
+  for (auto* family : {reconnects_, replayed_, rdma_connect_timeouts_, spooled_, spool_replayed_}) {
     family->Remove(&family->Add({{"peer", peer}}));
   }
+  for (auto* family : {spool_bytes_, spool_messages_, spool_age_}) {
+    family->Remove(&family->Add({{"peer", peer}}));
+  }
+}
+
+NodeMetrics::SpoolSeries NodeMetrics::spool(const std::string& peer) {
+  return {&spool_bytes_->Add({{"peer", peer}}), &spool_messages_->Add({{"peer", peer}}),
+          &spool_age_->Add({{"peer", peer}}), &spooled_->Add({{"peer", peer}}),
+          &spool_replayed_->Add({{"peer", peer}})};
 }
 
 prometheus::Gauge& NodeMetrics::link_slots_in_use(const std::string& peer) {

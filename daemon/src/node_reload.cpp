@@ -28,6 +28,9 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (n->cpu != spec_->cpu) fixed.push_back("cpu");
   if (n->threads != spec_->threads) fixed.push_back("threads");
   if (n->link_threads != spec_->link_threads) fixed.push_back("link_threads");
+  if (n->spool_dir != spec_->spool_dir) fixed.push_back("spool_dir");
+  if (n->spool_max != spec_->spool_max) fixed.push_back("spool_max");
+  if (n->spool_after != spec_->spool_after) fixed.push_back("spool_after");
   if (!fixed.empty()) {
     std::string names;
     for (const auto& f : fixed)

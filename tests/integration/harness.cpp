@@ -195,6 +195,12 @@ std::string read_file(const fs::path& path) {
   return ss.str();
 }
 
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 Report read_report(const fs::path& path) {
   Report r;
   std::string json = read_file(path);

@@ -64,6 +64,9 @@ struct Report {
 };
 Report read_report(const fs::path& path);
 
+// How many times `needle` occurs in `text` (a log line said once per transition, say).
+size_t occurrences(const std::string& text, const std::string& needle);
+
 struct HttpResponse {
   int status = 0;  // 0: no connection or no valid answer
   std::string body;

@@ -73,12 +73,6 @@ struct FanOut {
   Pipeline p;
 };
 
-size_t occurrences(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 TEST(PeerDown, DropAfterLetsTheOtherBranchTakeEverythingAndCountsTheDrops) {
   TempDir dir;
   FanOut f(dir, kDropAfter);

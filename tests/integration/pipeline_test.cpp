@@ -347,11 +347,11 @@ TEST(Pipeline, StatusDroppedLeavesOutDuplicatesOfARecovery) {
   RunResult r = run({HOPRELAY_BIN, "status", "--topology", p.topology().string()});
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* row : {"\na              up    tcp       0       1/1              0          0"
-                          "      0       0        0       0\n",
+                          "      0       0        0        0       0\n",
                           "\nb              up    tcp       1       1/1              0          0"
-                          "      0       0        0       0\n",
+                          "      0       0        0        0       0\n",
                           "\nc              up    tcp       1       0/0              0          0"
-                          "      0       0        0       0\n"}) {
+                          "      0       0        0        0       0\n"}) {
     EXPECT_NE(r.output.find(row), std::string::npos) << "no row " << row << " in\n" << r.output;
   }
   p.stop_all();

@@ -83,14 +83,6 @@ struct PromApi {
   }
 };
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 // `promtool check metrics` on an exposition (promtool reads it on stdin). Its exit code: 0
 // clean, 1 the text does not parse, 3 lint problems (listed on stderr, one per line).
 RunResult promtool_check_metrics(const std::string& promtool, const TempDir& dir,
@@ -312,6 +304,29 @@ tests:
         exp_samples:
           - labels: 'ALERTS{alertname="HoprelayRdmaConnectTimeouts",alertstate="firing",severity="warning",job="hoprelay",instance="a:1",peer="b"}'
             value: 1
+  # a spools for c from 0 and it only grows; its spool for b is old too, but shrinks (catching
+  # up): only c's fires, once the oldest message is 15 minutes old and 5 minutes more pass.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_spool_age_seconds{job="hoprelay",instance="a:1",peer="c"}'
+        values: '0+60x40'
+      - series: 'hoprelay_spool_bytes{job="hoprelay",instance="a:1",peer="c"}'
+        values: '0+1000000x40'
+      - series: 'hoprelay_spool_age_seconds{job="hoprelay",instance="a:1",peer="b"}'
+        values: '3600+60x40'
+      - series: 'hoprelay_spool_bytes{job="hoprelay",instance="a:1",peer="b"}'
+        values: '100000000-1000000x40'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelaySpoolGrowing"}
+        eval_time: 16m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelaySpoolGrowing",alertstate="pending",severity="warning",job="hoprelay",instance="a:1",peer="c"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelaySpoolGrowing"}
+        eval_time: 22m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelaySpoolGrowing",alertstate="firing",severity="warning",job="hoprelay",instance="a:1",peer="c"}'
+            value: 1
 )yaml";
 
 }  // namespace
@@ -322,7 +337,7 @@ TEST(PrometheusRules, PromtoolAcceptsTheAlertRules) {
   RunResult r = run({promtool, "check", "rules", alert_rules().string()}, 60s);
   EXPECT_EQ(r.code, 0) << r.output;
   // Every rule of the file was read.
-  size_t rules = count_of(read_file(alert_rules()), "- alert: ");
+  size_t rules = occurrences(read_file(alert_rules()), "- alert: ");
   EXPECT_GE(rules, 5u);
   EXPECT_NE(r.output.find("SUCCESS: " + std::to_string(rules) + " rules found"), std::string::npos)
       << r.output;
@@ -467,16 +482,16 @@ TEST(Prometheus, ScrapesThePipelineAndSeesTheTraffic) {
 
   // Every alert rule loaded and evaluated without error, and none pending on a healthy
   // pipeline.
-  size_t rules = count_of(read_file(alert_rules()), "- alert: ");
+  size_t rules = occurrences(read_file(alert_rules()), "- alert: ");
   std::string rules_json;
   EXPECT_TRUE(wait_until(
       [&] {
         rules_json = http_get(port, "/api/v1/rules").body;
-        return count_of(rules_json, "\"health\":\"ok\"") == rules;
+        return occurrences(rules_json, "\"health\":\"ok\"") == rules;
       },
       10s))
       << rules_json;
-  EXPECT_EQ(count_of(rules_json, "\"health\":\"err\""), 0u) << rules_json;
+  EXPECT_EQ(occurrences(rules_json, "\"health\":\"err\""), 0u) << rules_json;
   EXPECT_TRUE(std::isnan(api.value("count(ALERTS)"))) << api.query_json("ALERTS");
 
   // The sink stops: Prometheus sees it down, and b's link to it; both alerts become pending.

@@ -936,6 +936,52 @@ TEST(ConfigTest, PeerDownTimeoutThatDoesNotValidate) {
   EXPECT_NO_THROW(parse_topology(node_a("peer_down_timeout = \"24h\"\n"), "t"));
 }
 
+TEST(ConfigTest, SpoolKeysDefaultsOverridesAndPaths) {
+  Topology plain = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t");
+  EXPECT_EQ(plain.nodes[0].spool_dir, "");
+  EXPECT_EQ(plain.nodes[0].spool_max, uint64_t{1} << 30);
+  EXPECT_EQ(plain.nodes[0].spool_after, std::chrono::seconds(1));
+
+  Topology t = parse_topology(R"([pipeline]
+name = "p"
+spool_dir = "spool"
+spool_max = "20GiB"
+[nodes.a]
+listen = "h:1"
+[nodes.b]
+listen = "h:2"
+spool_dir = "/var/lib/hoprelay/spool"
+spool_max = 1048576
+spool_after = "2m"
+)",
+                              "/etc/hoprelay/t.toml");
+  ASSERT_EQ(t.nodes.size(), 2u);
+  EXPECT_EQ(t.nodes[0].spool_dir, "/etc/hoprelay/spool");  // beside the topology file
+  EXPECT_EQ(t.nodes[0].spool_max, uint64_t{20} << 30);
+  EXPECT_EQ(t.nodes[0].spool_after, std::chrono::seconds(1));
+  EXPECT_EQ(t.nodes[1].spool_dir, "/var/lib/hoprelay/spool");
+  EXPECT_EQ(t.nodes[1].spool_max, uint64_t{1} << 20);
+  EXPECT_EQ(t.nodes[1].spool_after, std::chrono::minutes(2));
+}
+
+TEST(ConfigTest, SpoolKeysThatDoNotValidate) {
+  expect_error(pipeline_with("spool_dir = \"\"\n"), 3, 13,
+               "pipeline.spool_dir must not be empty (leave it out for no spooling)");
+  expect_error(node_a("spool_dir = 1\n"), 5, 13, "nodes.a.spool_dir must be a string, got integer");
+  expect_error(node_a("spool_max = \"1MB\"\n"), 5, 13,
+               "nodes.a.spool_max \"1MB\" is not a size: write an integer number of bytes or a "
+               "number with unit B, KiB, MiB, GiB or TiB, as in \"20GiB\"");
+  expect_error(pipeline_with("spool_max = \"512KiB\"\n"), 3, 13,
+               "pipeline.spool_max is too small: a spool must be allowed at least 1MiB");
+  expect_error(node_a("spool_max = -1\n"), 5, 13, "is too small");
+  expect_error(node_a("spool_after = \"500ms\"\n"), 5, 15,
+               "nodes.a.spool_after \"500ms\" is out of range: must be between 1s and 24h");
+  expect_error(node_a("spool_after = 1\n"), 5, 15,
+               "nodes.a.spool_after must be a duration such as \"30s\", got integer");
+  expect_error(node_a("spool_dri = \"x\"\n"), 5, 1,
+               "unknown key \"spool_dri\" in [nodes.a]; did you mean \"spool_dir\"?");
+}
+
 TEST(ConfigTest, AuthKeyFileThatDoesNotValidate) {
   std::string nodes = node_a("");
   expect_error("auth_key_file = 5\n" + nodes, 1, 17, "auth_key_file must be a string, got integer");
@@ -1146,7 +1192,9 @@ TEST(ConfigTest, ParseSize) {
   EXPECT_EQ(parse_size("64KB"), std::nullopt);
   EXPECT_EQ(parse_size("64kib"), std::nullopt);
   EXPECT_EQ(parse_size("64K"), std::nullopt);
-  EXPECT_EQ(parse_size("1GiB"), std::nullopt);
+  EXPECT_EQ(parse_size("1GiB"), uint64_t{1} << 30);  // spool_max
+  EXPECT_EQ(parse_size("2TiB"), uint64_t{2} << 40);
+  EXPECT_EQ(parse_size("1GB"), std::nullopt);
   EXPECT_EQ(parse_size("1.5MiB"), std::nullopt);
   EXPECT_EQ(parse_size("-1"), std::nullopt);
   EXPECT_EQ(parse_size("+1"), std::nullopt);

@@ -76,6 +76,11 @@ inline constexpr int64_t kMaxThreads = 64;
 // than a day is no timeout anyone means (and keeps deadlines far from overflowing).
 inline constexpr std::chrono::milliseconds kMinPeerDownTimeout{100};
 inline constexpr std::chrono::milliseconds kMaxPeerDownTimeout = std::chrono::hours(24);
+// A spool smaller than this holds too few slots to be worth a disk; spool_after is looked at
+// once a second (Downstreams::tick), so less than a second would promise what it cannot keep.
+inline constexpr uint64_t kMinSpoolMax = uint64_t{1} << 20;
+inline constexpr std::chrono::milliseconds kMinSpoolAfter = std::chrono::seconds(1);
+inline constexpr std::chrono::milliseconds kMaxSpoolAfter = std::chrono::hours(24);
 
 struct NodeSpec {
   std::string name;
@@ -94,6 +99,13 @@ struct NodeSpec {
   Poll poll = Poll::kEvent;
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);  // with kDropAfter
+  // Spooling (docs/topology.md, "Spooling a slow or down branch"): the directory under which
+  // the node keeps a spool per downstream peer (`<spool_dir>/<node>/<peer>`; empty: no
+  // spooling; a relative path is resolved against the topology file's directory), the most
+  // each spool may hold, and how long a branch must be behind before it is spooled for.
+  std::string spool_dir;
+  uint64_t spool_max = uint64_t{1} << 30;
+  std::chrono::milliseconds spool_after = std::chrono::seconds(1);
   // `threads = N`: the node's stage runs on N worker threads (1: on the event loop itself).
   uint32_t threads = 1;
   // `link_threads = N`: the node's downstream links run on N threads of their own (0: on the

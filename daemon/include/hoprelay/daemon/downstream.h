@@ -11,6 +11,7 @@
 #include <string>
 
 #include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/branch_spool.h"
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/event_loop.h"
@@ -38,6 +39,23 @@ struct Downstream {
   bool open = false;
   uint32_t open_origin = 0;
   uint64_t open_seq = 0;
+
+  // Downstreams, when the node spools (spool_dir): the branch's spool (branch_spool.h). While
+  // it is active, what is routed here goes from `waiting` into the spool, in the order it
+  // would have been posted (a chunked message's frames together: `spool_open` is to the spool
+  // what `open` is to the link), and each slot stays in `unsynced` until the spool has it
+  // durably; `before_spool` holds frames that were posted before the spool started and came
+  // back with a link that went down: older than anything spooled, they go out first.
+  std::unique_ptr<BranchSpool> spool;
+  RingQueue<transport::Slot*> unsynced;
+  RingQueue<transport::Slot*> before_spool;
+  uint64_t spool_started_at = 0;  // the spool's end() when it started: caught up once past it
+  bool spool_open = false;
+  uint32_t spool_open_origin = 0;
+  uint64_t spool_open_seq = 0;
+  bool spool_refusing = false;  // said once, until the spool takes messages again
+  bool spool_failing = false;   // a read or sync failed: said once, until one succeeds
+  bool warned_spool_too_large = false;
 
   // PeerDown: since when the link is down (or, never up yet, since it was first connected),
   // the timer that ends the wait under "drop-after", and whether what is routed here is being

@@ -5,9 +5,13 @@
 // removed, retired once nothing sent to it is outstanding.
 //
 // Owns: each Downstream (downstream.h: its link, its queue of slots routed to it and not yet
-// posted, its series), the set routing chooses from, and two parts of its own: PeerDown
-// (peer_down.h: the peer-down policy and its timers) and BranchSets (branch_sets.h: the peers
-// open chunked messages keep across a reload).
+// posted, its series, its spool), the set routing chooses from, and two parts of its own:
+// PeerDown (peer_down.h: the peer-down policy and its timers) and BranchSets (branch_sets.h:
+// the peers open chunked messages keep across a reload). With spool_dir, each peer has a
+// BranchSpool (branch_spool.h): when a branch has been behind for spool_after (its link down,
+// or out of credit while another branch has none and nothing waiting: checked once a
+// second), what is routed to it goes to disk, and its slot goes back upstream once the spool
+// has it durably (one fdatasync per spool per loop iteration, not per message).
 // Calls: HeldSlots (a routed slot's refs and routes, a drop's outcome), Releaser::release() when
 // the last branch of a slot is done with it, the transport (or the link threads) to connect,
 // the metrics and the drop log. Nothing here allocates, locks or logs per message.
@@ -116,6 +120,21 @@ class Downstreams {
 
   // Releases everything waiting for `d` as dropped (reason peer_down): PeerDown's `drop`.
   void drop_waiting(Downstream& d);
+
+  // pump() for a branch whose spool is active.
+  void pump_spooled(Downstream& d);
+  void start_spooling(Downstream& d, bool down);
+  // The spool of `d` took no more (full, or the disk failed): said once per episode.
+  void spool_refused(Downstream& d, Spool::Status st);
+  // Makes what was spooled in this loop iteration durable, then lets its slots go (deferred
+  // to the end of the iteration: one fdatasync for all of it).
+  void schedule_sync();
+  void sync_spools();
+  bool sync_scheduled_ = false;
+  bool connected_ = false;  // connect_all() ran: a peer added now comes from a reload
+  // With a chunked message (origin, seq) open, brings its next frame in d's queue to the
+  // front; false when that frame has not arrived yet.
+  bool bring_forward(Downstream& d, uint32_t origin, uint64_t seq);
 
   const config::Topology* topology_;
   const config::NodeSpec* spec_;

@@ -70,6 +70,16 @@ class NodeMetrics {
   // Frames sent to the peer and not acknowledged when its link failed: sent again.
   prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
+  // A downstream's spool (branch_spool.h): its size, messages and age, and the messages that
+  // went into it and were sent from it.
+  struct SpoolSeries {
+    prometheus::Gauge* bytes = nullptr;
+    prometheus::Gauge* messages = nullptr;
+    prometheus::Gauge* age_seconds = nullptr;
+    prometheus::Counter* spooled = nullptr;
+    prometheus::Counter* replayed = nullptr;
+  };
+  SpoolSeries spool(const std::string& peer);
   // A downstream removed by a reload: every series of it goes (link_up, queued, credits, and
   // its counters; `opcode`: what it was forwarded with). Its handles must be gone already.
   void forget_downstream(const std::string& peer, const std::string& opcode);
@@ -105,6 +115,11 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* queued_;
   prometheus::Family<prometheus::Gauge>* credits_;
   prometheus::Family<prometheus::Counter>* replayed_;
+  prometheus::Family<prometheus::Gauge>* spool_bytes_;
+  prometheus::Family<prometheus::Gauge>* spool_messages_;
+  prometheus::Family<prometheus::Gauge>* spool_age_;
+  prometheus::Family<prometheus::Counter>* spooled_;
+  prometheus::Family<prometheus::Counter>* spool_replayed_;
   prometheus::Family<prometheus::Gauge>* link_slots_;
   std::shared_ptr<HistogramFamily> stage_seconds_;
   std::shared_ptr<HistogramFamily> residence_seconds_;

@@ -1,0 +1,179 @@
+// A node's downstream peers (downstreams.h), their spools: a branch behind for spool_after
+// starts spooling, what is routed to it goes to disk in the order it would have been posted,
+// its slots go back upstream once the spool has them durably, and the branch is sent from the
+// spool until it has caught up. The spool itself is spool.h; a branch's use of it,
+// branch_spool.h.
+#include <cstdio>
+#include <cstring>
+
+#include "hoprelay/config/topology.h"
+#include "hoprelay/daemon/downstreams.h"
+#include "node_log.h"
+
+namespace hoprelay::daemon {
+
+namespace {
+
+std::string size_text(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (uint64_t{1} << 30)) {
+    std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(uint64_t{1} << 30));
+  } else {
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(uint64_t{1} << 20));
+  }
+  return text;
+}
+
+}  // namespace
+
+void Downstreams::start_spooling(Downstream& d, bool down) {
+  d.spool->activate();
+  d.spool_started_at = d.spool->spool().end();
+  // A chunked message open on the link goes on in the spool: its next frames first.
+  d.spool_open = d.open;
+  d.spool_open_origin = d.open_origin;
+  d.spool_open_seq = d.open_seq;
+  node_log().warn(
+      "downstream {} {} for {}: what is routed to it goes to its spool {} (at most {}) until it "
+      "has caught up; the other branches go on at their own speed",
+      d.name, down ? "is down" : "is out of credit while other branches wait for nothing",
+      config::duration_text(spec_->spool_after), d.spool->dir(), size_text(spec_->spool_max));
+  pump(d);
+}
+
+void Downstreams::pump_spooled(Downstream& d) {
+  BranchSpool& sp = *d.spool;
+  // Into the spool, in the order pump() would have posted them.
+  const int64_t wall = d.waiting.empty() ? 0 : BranchSpool::wall_ns();
+  while (!d.waiting.empty()) {
+    if (d.spool_open && !bring_forward(d, d.spool_open_origin, d.spool_open_seq)) break;
+    transport::Slot* s = d.waiting.front();
+    const Spool::Status st = sp.put(*s, wall);
+    if (st != Spool::Status::kOk) {
+      spool_refused(d, st);
+      break;
+    }
+    if (d.spool_refusing) {
+      d.spool_refusing = false;
+      node_log().info("the spool of downstream {} takes messages again", d.name);
+    }
+    d.waiting.pop_front();
+    if (transport::is_chunk(s->flags, s->chunk)) {
+      d.spool_open = (s->flags & transport::kFlagMore) != 0;
+      d.spool_open_origin = s->origin;
+      d.spool_open_seq = s->seq;
+    }
+    d.unsynced.push_back(s);  // its branch's ref goes once the spool has it durably
+    schedule_sync();
+  }
+  // What the spool could not take: under "drop-after", once the peer has been down for
+  // peer_down_timeout, it is dropped; under "block", it waits for room.
+  if (d.dropping && !d.waiting.empty()) drop_waiting(d);
+
+  if (!d.link || !d.link->up()) return;
+  // The frames posted before the spool started, then the spool's, in order.
+  while (!d.before_spool.empty()) {
+    transport::Slot* s = d.before_spool.front();
+    transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
+                          s,         s->chunk, s};
+    if (!d.link->post(f)) return;
+    d.before_spool.pop_front();
+    note_posted(d, *s);
+  }
+  transport::OutFrame f;
+  while (d.link->credits() > 0 && sp.next(f)) {
+    if (f.length > d.link->max_payload()) {
+      // As in pump(): the peer runs another topology. It stays in the spool (it was
+      // acknowledged upstream already), and the branch waits until the peer takes it.
+      sp.unread();
+      if (!d.warned_spool_too_large) {
+        d.warned_spool_too_large = true;
+        node_log().error(
+            "{} takes at most {} bytes per message, less than its spool's next ({}): the "
+            "spool waits (is the peer running another topology file?)",
+            d.name, d.link->max_payload(), f.length);
+      }
+      return;
+    }
+    if (!d.link->post(f)) {
+      sp.unread();
+      return;
+    }
+    if (transport::is_chunk(f.flags, f.chunk)) {
+      d.open = (f.flags & transport::kFlagMore) != 0;
+      d.open_origin = f.origin;
+      d.open_seq = f.seq;
+    }
+  }
+  if (sp.read_status() == Spool::Status::kIoError) {
+    if (!d.spool_failing) {
+      d.spool_failing = true;
+      node_log().error("cannot read the spool of downstream {} ({}): {}; its branch waits", d.name,
+                       sp.dir(), std::strerror(sp.spool().error()));
+    }
+    return;
+  }
+  // Caught up: the whole spool acknowledged, and credit to spare (a branch that started
+  // spooling with its window full has taken none of the spool yet: it is still behind).
+  if (sp.caught_up() && d.waiting.empty() && d.unsynced.empty() && d.before_spool.empty() &&
+      d.link->credits() > 0 && sp.spool().end() > d.spool_started_at) {
+    sp.deactivate();
+    d.spool_open = false;
+    node_log().info("downstream {} has caught up with its spool: it is sent to directly again",
+                    d.name);
+  }
+}
+
+void Downstreams::spool_refused(Downstream& d, Spool::Status st) {
+  if (d.spool_refusing) return;
+  d.spool_refusing = true;
+  const char* policy = spec_->on_peer_down == config::OnPeerDown::kDropAfter
+                           ? "its messages are dropped once it has been down for "
+                             "peer_down_timeout (on_peer_down = \"drop-after\")"
+                           : "its messages wait in the node's slots (on_peer_down = \"block\")";
+  if (st == Spool::Status::kFull) {
+    node_log().error("the spool of downstream {} is full ({} of spool_max {}): {}", d.name,
+                     size_text(d.spool->spool().bytes()), size_text(spec_->spool_max), policy);
+  } else {
+    node_log().error("the spool of downstream {} cannot take more ({}: {}): {}", d.name,
+                     d.spool->dir(), std::strerror(d.spool->spool().error()), policy);
+  }
+}
+
+void Downstreams::schedule_sync() {
+  if (sync_scheduled_) return;
+  sync_scheduled_ = true;
+  loop_.defer([this] { sync_spools(); });
+}
+
+void Downstreams::sync_spools() {
+  sync_scheduled_ = false;
+  for (auto& dp : peers_) {
+    Downstream& d = *dp;
+    if (!d.spool || d.unsynced.empty()) continue;
+    if (d.spool->sync() != Spool::Status::kOk) {
+      // The slots stay held (nothing acknowledged upstream that is not durable); the next
+      // tick tries again.
+      if (!d.spool_failing) {
+        d.spool_failing = true;
+        node_log().error(
+            "cannot make the spool of downstream {} durable ({}: {}): its "
+            "messages stay held, tried again every second",
+            d.name, d.spool->dir(), std::strerror(d.spool->spool().error()));
+      }
+      continue;
+    }
+    d.spool_failing = false;
+    // Only those spooled so far: a release below may route more here (synced next time).
+    uint64_t spooled = 0;
+    for (size_t n = d.unsynced.size(); n > 0; --n) {
+      transport::Slot* s = d.unsynced.front();
+      d.unsynced.pop_front();
+      spooled += (s->flags & transport::kFlagEnd) == 0;
+      branch_done(*s);
+    }
+    d.spool->count_spooled(spooled);
+  }
+}
+
+}  // namespace hoprelay::daemon
