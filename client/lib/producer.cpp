@@ -74,7 +74,7 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
   // connect_timeout 0: no wait; the connection proceeds inside later calls (process()).
   if (options.connect_timeout.count() == 0) return;
-  int rc = wait_for([this] { return was_up_ || !refused_.empty(); },
+  int rc = wait_for([this] { return admitted_or_refused(); },
                     static_cast<int>(options.connect_timeout.count()), "");
   if (!refused_.empty()) {
     throw ClientError(refused_status(), head_->name + " refused this producer: " + refused_);
@@ -196,7 +196,6 @@ int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
   if (lost_) return fail_lost("reserve");
   if (reserved_) return fail(HOPRELAY_ESTATE, "reserve: a buffer is reserved already: commit it");
   if (ending_) return fail(HOPRELAY_ESTATE, "reserve: the stream has ended");
-  if (length == 0) return fail(HOPRELAY_EINVAL, "reserve: a message has at least one byte");
   if (length > max_message_) {
     return fail(HOPRELAY_ETOOBIG, "reserve: " + std::to_string(length) +
                                       " bytes is more than pipeline " + topology_->name +
@@ -207,7 +206,7 @@ int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
   // chunk size is final once the head welcomed us: counted after the wait, as in send.)
   size_t n = 0;
   auto room = [&] {
-    n = (length + chunk_size_ - 1) / chunk_size_;
+    n = std::max<size_t>(1, (length + chunk_size_ - 1) / chunk_size_);  // 0 bytes: one frame
     return can_take(n, true);
   };
   if (int rc = wait_for(room, timeout_ms, "reserve")) {
@@ -228,13 +227,14 @@ int Producer::reserve(size_t length, void** buffer, int timeout_ms) {
 int Producer::commit(size_t length, int flags, uint64_t* seq) {
   if (!reserved_) return fail(HOPRELAY_ESTATE, "commit: no buffer is reserved");
   if (lost_) return fail_lost("commit");
-  if (length == 0 || length > reserved_length_) {
-    return fail(HOPRELAY_EINVAL, "commit: the length must be 1 to the reserved " +
+  if (length > reserved_length_) {
+    return fail(HOPRELAY_EINVAL, "commit: the length must be 0 to the reserved " +
                                      std::to_string(reserved_length_) + " bytes");
   }
   Buffer* b = std::exchange(reserved_, nullptr);
   const uint64_t s = next_seq_++;
-  const size_t chunks = (length + chunk_size_ - 1) / chunk_size_;
+  // An empty message (0 bytes, since 1.7) is one frame, as send() makes it.
+  const size_t chunks = std::max<size_t>(1, (length + chunk_size_ - 1) / chunk_size_);
   take_ -= reserved_buffers_ - chunks;  // the buffers the message does not fill: free again
   ++sent_;
   frames_ += chunks;
@@ -282,8 +282,22 @@ std::string Producer::unacknowledged_words() const {
   return words + " not yet acknowledged by " + head_->name;
 }
 
+bool Producer::admitted_or_refused() {
+  if (was_up_ || !refused_.empty()) return true;
+  // Said once, a second after the open: a head that is not running was 30 s of silence (also
+  // for a binding that waits in short steps of wait_connected).
+  if (!said_waiting_ && transport::EventLoop::Clock::now() - opened_ >= std::chrono::seconds(1)) {
+    said_waiting_ = true;
+    log().info(
+        "waiting for head node {} at {} to accept this producer: is hoprelayd running "
+        "there?",
+        head_->name, head_->listen.to_string());
+  }
+  return false;
+}
+
 int Producer::wait_connected(int timeout_ms) {
-  if (int rc = wait_for([this] { return was_up_ || !refused_.empty(); }, timeout_ms, "connect")) {
+  if (int rc = wait_for([this] { return admitted_or_refused(); }, timeout_ms, "connect")) {
     return rc;
   }
   if (!was_up_) return fail(refused_status(), head_->name + " refused this producer: " + refused_);

@@ -171,6 +171,11 @@ class Producer final : public transport::LinkEvents {
   transport::OutcomePool outcomes_;
   transport::Outcome* message_outcome_ = nullptr;  // the drops of the message being acked
   bool was_up_ = false;
+  // The head admitted or refused this producer; says once, a second after the open, that it
+  // still waits.
+  bool admitted_or_refused();
+  const transport::EventLoop::Clock::time_point opened_ = transport::EventLoop::Clock::now();
+  bool said_waiting_ = false;
   bool ending_ = false;        // end() was called: nothing more may be sent
   bool closing_ = false;       // close() closes the link: its going down is no reconnect
   bool end_sent_ = false;      // the end mark is queued

@@ -68,7 +68,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 6
+VERSION_MINOR = 7
 
 OK = 0
 EINVAL = -1
@@ -763,26 +763,27 @@ class Producer(_Handle):
         return seq.value
 
     def reserve(self, length, timeout=None):
-        """Zero copy: a writable memoryview of `length` bytes (1 to :attr:`max_message`) of
+        """Zero copy: a writable memoryview of `length` bytes (0 to :attr:`max_message`) of
         the library's registered send buffer, for the next message. Write the message into
         it and :meth:`commit`; do not touch it after the commit (the view this returns is
         released then). One reservation at a time. Waits up to `timeout` seconds for a free
         buffer. Up to :attr:`max_reserve` (one slot of the head) the message goes as one
         frame; a larger one (libhoprelay 1.5 or later) as chunks, still without a copy.
         """
-        length = _int(length, "reserve(%r)", 0, (1 << 64) - 1, "a length of 1 to max_message")
+        length = _int(length, "reserve(%r)", 0, (1 << 64) - 1, "a length of 0 to max_message")
         address = ctypes.c_void_p()
         self._call_wait(_producer_reserve, timeout, length, ctypes.byref(address))
         self._reserved = _view(address.value, length, readonly=False)
         return self._reserved
 
     def commit(self, length=None, more=False):
-        """Sends the reserved buffer's first `length` bytes (default: all of it, 1 to the
-        reserved length) as the next message; returns its sequence number."""
+        """Sends the reserved buffer's first `length` bytes (default: all of it, 0 to the
+        reserved length: 0 is an empty message) as the next message; returns its sequence
+        number."""
         if length is None:
             length = self._reserved.nbytes if self._reserved is not None else 0
         length = _int(length, "commit(%r)", 0, (1 << 64) - 1,
-                      "a length of 1 to the reserved length")
+                      "a length of 0 to the reserved length")
         seq = _c_u64()
         self._call(_producer_commit, length, SEND_MORE if more else 0, ctypes.byref(seq))
         self._drop_reserved()

@@ -192,8 +192,8 @@ SEND_SIZES += [rng.randint(1, 40000) if i % 3 else rng.randint(1, 512)
 rng.shuffle(SEND_SIZES)
 SEND_PAYLOADS = [rng.randbytes(n) for n in SEND_SIZES]
 # Larger than a slot too (since libhoprelay 1.5): one buffer across several of the library's,
-# sent as chunks from where it lies.
-RESERVE_SIZES = [1, SLOT, SLOT + 1, 2 * SLOT + 1, 40000]
+# sent as chunks from where it lies. Empty ones too (since 1.7): an empty record.
+RESERVE_SIZES = [0, 1, SLOT, SLOT + 1, 2 * SLOT + 1, 40000, 0]
 RESERVE_SIZES += [rng.randint(1, SLOT) if i % 3 else rng.randint(1, 40000)
                   for i in range(500 - len(RESERVE_SIZES))]
 rng.shuffle(RESERVE_SIZES)
@@ -283,6 +283,8 @@ def run(topology, directory, metrics):
           expect_error, lambda: hoprelay.Producer(topology, "a", connect_timeout=0.5),
           hoprelay.ETIMEDOUT, "no connection to a within 500 ms: is hoprelayd running there?",
           hoprelay.Timeout)
+    check("Producer() with no head says, a second in, what it waits for (libhoprelay 1.7)",
+          open_waiting_is_said, topology)
     check("Ctrl-C while Producer() waits for its head: KeyboardInterrupt then, not after the "
           "30 s connect_timeout", interrupted_connect, topology)
     check("Producer(connect_timeout=None) waits for its head (as long as it takes, Ctrl-C gets "
@@ -328,7 +330,7 @@ def run(topology, directory, metrics):
         thread.start()
         check("1000 messages by send (1 to 40000 bytes) arrive in order, byte-equal",
               receive, consumer, origin, 0, SEND_PAYLOADS)
-        check("500 messages by reserve/commit (1 to 40000 bytes) arrive in order, byte-equal",
+        check("500 messages by reserve/commit (0 to 40000 bytes) arrive in order, byte-equal",
               receive, consumer, origin, len(SEND_PAYLOADS), RESERVE_PAYLOADS)
         check("after close, one end-of-stream Message with seq 1500",
               receive_end, consumer, origin, len(EXPECTED))
@@ -635,9 +637,9 @@ def integer_arguments(topology):
     try:
         expect(p.origin == 2**32 - 1 and p.next_seq == 2**64 - 1,
                "origin %d, next_seq %d" % (p.origin, p.next_seq))
-        for fn, text in ((lambda: p.reserve(-1), "reserve(-1): out of range, a length of 1 to "
+        for fn, text in ((lambda: p.reserve(-1), "reserve(-1): out of range, a length of 0 to "
                           "max_message"),
-                         (lambda: p.commit(-1), "commit(-1): out of range, a length of 1 to the "
+                         (lambda: p.commit(-1), "commit(-1): out of range, a length of 0 to the "
                           "reserved length")):
             try:
                 fn()
@@ -646,6 +648,16 @@ def integer_arguments(topology):
                 expect(str(e) == text, "%r, expected %r" % (str(e), text))
     finally:
         p.destroy()
+
+
+def open_waiting_is_said(topology):
+    lines = []
+    expect_error(lambda: hoprelay.Producer(topology, "a", connect_timeout=1.5,
+                                           log=lambda level, line: lines.append(line)),
+                 hoprelay.ETIMEDOUT, "within 1500 ms", hoprelay.Timeout)
+    said = [line for line in lines if "waiting for head node a at" in line]
+    expect(len(said) == 1 and said[0].endswith("to accept this producer: is hoprelayd running "
+                                               "there?"), repr(lines))
 
 
 def unadmitted_wait(topology):

@@ -41,7 +41,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 6
+#define HOPRELAY_CLIENT_VERSION_MINOR 7
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -200,7 +200,8 @@ int hoprelay_producer_open(const char* topology, const char* head,
 int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length, int flags,
                            uint64_t* seq, int timeout_ms);
 
-/* Zero copy: a buffer of `length` bytes (1 to hoprelay_producer_max_message()) in memory
+/* Zero copy: a buffer of `length` bytes (0 to hoprelay_producer_max_message(); 0, an empty
+ * message, since 1.7: before, EINVAL) in memory
  * registered with the device, for the next message. Over verbs the message leaves by RDMA
  * from this very buffer. The application writes its message into *buffer and commits it;
  * it must not touch the buffer after the commit (the library owns it until it is
@@ -211,8 +212,9 @@ int hoprelay_producer_send(hoprelay_producer* p, const void* data, size_t length
  * that many free buffers in a row (ETIMEDOUT / EAGAIN say how many). ETOOBIG: larger than
  * the pipeline takes. */
 int hoprelay_producer_reserve(hoprelay_producer* p, size_t length, void** buffer, int timeout_ms);
-/* Sends the reserved buffer's first `length` bytes (1 to the reserved length); the buffers
- * of a large reservation that the message does not reach are free again at once. */
+/* Sends the reserved buffer's first `length` bytes (0 to the reserved length; 0, an empty
+ * message, since 1.7); the buffers of a large reservation that the message does not reach
+ * are free again at once. */
 int hoprelay_producer_commit(hoprelay_producer* p, size_t length, int flags, uint64_t* seq);
 
 /* Waits until every message sent so far is acknowledged by the head. */
