@@ -192,6 +192,16 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
       if (left.count() <= 0) {
         if (timeout_ms == 0) return fail(HOPRELAY_EAGAIN, "recv: no message yet");
         std::string why = "recv: no message within " + std::to_string(timeout_ms) + " ms";
+        if (out_ == 0 && node_->inbound_links() == 0) {
+          // Nothing can come: say why, not only that nothing came.
+          const auto& up = node_->spec().upstream;
+          std::string names;
+          for (const auto& n : up) names += (names.empty() ? "" : ", ") + n;
+          why += up.empty() ? " (no producer is connected to node " + node_name_ + ")"
+                            : " (no upstream link into node " + node_name_ + " is up: is " +
+                                  (up.size() == 1 ? "its upstream node " : "one of ") + names +
+                                  " running, with this topology?)";
+        }
         if (out_ > 0) {
           // An application that forgets to release stalls its upstream: say so, not only
           // that nothing came.

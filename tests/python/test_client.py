@@ -296,6 +296,10 @@ def run(topology, directory, metrics):
     if consumer is None:
         return
     with consumer:
+        check("recv(timeout=0.2) before its upstream runs says so (libhoprelay 1.7)",
+              expect_error, lambda: consumer.recv(timeout=0.2), hoprelay.ETIMEDOUT,
+              "recv: no message within 200 ms (no upstream link into node c is up: is its "
+              "upstream node b running, with this topology?)", hoprelay.Timeout)
         check("daemons a and b start (metrics answer)", lambda: [
             start_daemon(topology, node, directory, metrics[node]) for node in ("b", "a")])
 

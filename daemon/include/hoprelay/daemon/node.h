@@ -98,6 +98,8 @@ class Node final : public transport::LinkEvents, private Releaser {
   // Once a second: stage flush (reports, files) and gauges.
   void tick();
   uint64_t held() const { return held_.count(); }
+  // Inbound links up now (upstream nodes and producers).
+  size_t inbound_links() const { return upstreams_->size(); }
   std::string_view transport_name() const { return transport_->name(); }
   // Memory a producer in this process posts from into this node (libhoprelay's producer that
   // runs its head: transport/inproc). Allocated by the node's transport, so registered with
