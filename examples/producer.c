@@ -1,8 +1,8 @@
 /* A producer in C: sends COUNT messages of SIZE bytes to head node HEAD of TOPOLOGY, half by
  * copy (send) and half in place (reserve / commit), then ends its stream. Byte i of message
- * seq is (seq + i) % 251, which consumer.cpp checks. Empty messages (SIZE 0) all go by send:
- * reserve takes 1 byte up to the largest message (libhoprelay 1.5; one larger than a slot of
- * the head leaves as chunks, from the reserved buffer all the same).
+ * seq is (seq + i) % 251, which consumer.cpp checks. reserve takes 0 bytes (libhoprelay 1.7:
+ * an empty message) up to the largest message (1.5: one larger than a slot of the head leaves
+ * as chunks, from the reserved buffer all the same).
  *
  *   cc producer.c $(pkg-config --cflags --libs hoprelay) -o producer
  *   ./producer TOPOLOGY HEAD COUNT SIZE */
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   unsigned char* copy = malloc(size);
   for (unsigned long n = 0; n < count && rc == HOPRELAY_OK; ++n) {
     uint64_t seq = hoprelay_producer_next_seq(p);
-    if (n % 2 == 0 || size == 0) {
+    if (n % 2 == 0) {
       fill(copy, size, seq);
       rc = hoprelay_producer_send(p, copy, size, HOPRELAY_SEND_MORE, NULL, -1);
     } else {
