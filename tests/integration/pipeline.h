@@ -95,6 +95,16 @@ class Pipeline {
           << procs_[n.name]->output();
     }
   }
+  // Starts `names` in this order, each waited for until it serves metrics (the others may be
+  // down: a node whose downstream is not up yet serves them all the same).
+  void start_up(const std::vector<std::string>& names) {
+    for (const auto& name : names) {
+      start(name);
+      ASSERT_TRUE(wait_until([&] { return !scrape(node(name).metrics).empty(); }, 10s))
+          << name << " did not come up:\n"
+          << procs_[name]->output();
+    }
+  }
   // `extra`: more hoprelayd options.
   void start(const std::string& name, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name};

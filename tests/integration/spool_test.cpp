@@ -44,14 +44,6 @@ struct Spooled {
   Spooled(const TempDir& dir, const std::string& pipeline_extra, const std::string& c_stage = "")
       : p(dir, nodes(dir, c_stage), pipeline_extra) {}
 
-  void start(const std::vector<std::string>& names) {
-    for (const auto& name : names) {
-      p.start(name);
-      ASSERT_TRUE(wait_until([&] { return !scrape(p.node(name).metrics).empty(); }, 10s))
-          << name << " did not come up:\n"
-          << p.proc(name).output();
-    }
-  }
   double a_metric(const std::string& metric, const std::string& labels = "") {
     return metric_value(scrape(p.node("a").metrics), metric, labels);
   }
@@ -63,7 +55,7 @@ struct Spooled {
 TEST(Spool, ALeafDownForTheWholeStreamCatchesUpFromTheSpoolExactlyOnceAndInOrder) {
   TempDir dir;
   Spooled s(dir, spooling(dir));
-  s.start({"b", "a"});  // c is down from the start
+  s.p.start_up({"b", "a"});  // c is down from the start
   // Held in a's slots for the first second or two, then spooled: the producer finishes.
   RunResult sent = s.p.send("a", kMessages, 256);
   ASSERT_EQ(sent.code, 0) << sent.output;
@@ -79,7 +71,7 @@ TEST(Spool, ALeafDownForTheWholeStreamCatchesUpFromTheSpoolExactlyOnceAndInOrder
 
   // c comes up: it is sent the spool, in order (verify-sink counts a message out of order
   // within its origin as missing until it comes, and a repeat as a duplicate).
-  s.start({"c"});
+  s.p.start_up({"c"});
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s))
       << s.p.proc("a").output();
   ASSERT_TRUE(wait_until([&] { return s.c_spool("hoprelay_spool_messages") == 0; }, 5s));
@@ -99,7 +91,7 @@ TEST(Spool, ALeafDownForTheWholeStreamCatchesUpFromTheSpoolExactlyOnceAndInOrder
 TEST(Spool, ANodeKilledWithItsSpoolFullOfMessagesSendsThemAfterItsRestartExactlyOnce) {
   TempDir dir;
   Spooled s(dir, spooling(dir));
-  s.start({"b", "a"});
+  s.p.start_up({"b", "a"});
   ASSERT_EQ(s.p.send("a", kMessages, 256).code, 0);
   ASSERT_TRUE(
       wait_until([&] { return s.c_spool("hoprelay_spool_messages") == kMessages + 1; }, 5s));
@@ -108,7 +100,7 @@ TEST(Spool, ANodeKilledWithItsSpoolFullOfMessagesSendsThemAfterItsRestartExactly
                 "downstream c: 20001 frames (messages and end marks) left in its spool"),
             std::string::npos)
       << s.p.proc("a").output();
-  s.start({"c"});
+  s.p.start_up({"c"});
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s))
       << s.p.proc("a").output();
   ASSERT_TRUE(wait_until([&] { return s.c_spool("hoprelay_spool_messages") == 0; }, 5s));
@@ -123,7 +115,7 @@ TEST(Spool, ASlowBranchIsSpooledWhileTheOtherTakesEverythingAtItsOwnSpeed) {
   constexpr uint64_t kCount = 10000;
   Spooled s(dir, spooling(dir),
             std::string("{ plugin = \"") + HOPRELAY_TEST_PACE_PLUGIN + "\", us = \"500\" }");
-  s.start({"d", "c", "b", "a"});
+  s.p.start_up({"d", "c", "b", "a"});
   ASSERT_TRUE(s.p.out_link_up("a", "c"));
   RunResult sent = s.p.send("a", kCount, 256);
   ASSERT_EQ(sent.code, 0) << sent.output;
@@ -149,7 +141,7 @@ TEST(Spool, AFullSpoolHoldsTheRestInTheSlotsUnderBlockAndLosesNothing) {
   TempDir dir;
   // 1 MiB of spool holds about 3,500 messages of 256 bytes (each with its record header).
   Spooled s(dir, spooling(dir, "spool_max = \"1MiB\"\n"));
-  s.start({"b", "a"});
+  s.p.start_up({"b", "a"});
   auto producer = s.p.start_send("a", kMessages, 256);
   const std::string full = "the spool of downstream c is full (";
   ASSERT_TRUE(
@@ -165,7 +157,7 @@ TEST(Spool, AFullSpoolHoldsTheRestInTheSlotsUnderBlockAndLosesNothing) {
                      "(on_peer_down = \"block\")"),
             std::string::npos)
       << log;
-  s.start({"c"});
+  s.p.start_up({"c"});
   EXPECT_EQ(producer->wait(60s), 0) << producer->output();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s));
   s.p.stop_all();
