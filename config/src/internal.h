@@ -40,9 +40,10 @@ inline constexpr std::array<Spelling<Poll>, 2> kPollSpellings{{
     {"event", Poll::kEvent},
     {"busy", Poll::kBusy},
 }};
-inline constexpr std::array<Spelling<OnPeerDown>, 2> kOnPeerDownSpellings{{
+inline constexpr std::array<Spelling<OnPeerDown>, 3> kOnPeerDownSpellings{{
     {"block", OnPeerDown::kBlock},
     {"drop-after", OnPeerDown::kDropAfter},
+    {"bypass", OnPeerDown::kBypass},
 }};
 
 // What a TOML syntax error at line:col most likely is, as words to append to the parser's

@@ -245,6 +245,25 @@ void crc32c_warnings(const Topology& t, std::vector<Diagnostic>& out) {
   warn_reached(t, stamped_by, say, out);
 }
 
+// A bypass runs a relay's stage on the node that stands in for it: a plugin given by path must
+// be on that host too (a built-in one always is).
+void bypass_warnings(const Topology& t, std::vector<Diagnostic>& out) {
+  for (const auto& n : t.nodes) {
+    if (n.is_leaf() || n.stage.plugin.find('/') == std::string::npos) continue;
+    for (const auto& who : t.stand_ins(n.name)) {
+      const NodeSpec* s = t.find(who);
+      if (s->listen.host == n.listen.host) continue;  // the same host: the same files
+      out.push_back({t.path, n.pos,
+                     "nodes." + n.name + ": " + who + " stands in for it when it is down " +
+                         "(on_peer_down = \"bypass\") and then runs its stage: the plugin " +
+                         n.stage.plugin + " must exist on " + who + "'s host (" + s->listen.host +
+                         ") too, or that bypass fails and " + who + " holds " + n.name +
+                         "'s messages as under \"block\"",
+                     true});
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Diagnostic> Topology::warnings() const {
@@ -306,6 +325,25 @@ std::vector<Diagnostic> Topology::warnings() const {
   }
   zstd_warnings(*this, out);
   crc32c_warnings(*this, out);
+  bypass_warnings(*this, out);
+  return out;
+}
+
+std::vector<std::string> Topology::stand_ins(std::string_view node) const {
+  std::vector<std::string> out;
+  std::vector<std::string_view> todo{node};
+  while (!todo.empty()) {
+    const NodeSpec* n = find(todo.back());
+    todo.pop_back();
+    if (!n) continue;
+    for (const auto& u : n->upstream) {
+      const NodeSpec* up = find(u);
+      if (!up || up->on_peer_down != OnPeerDown::kBypass) continue;
+      if (std::find(out.begin(), out.end(), u) != out.end()) continue;
+      out.push_back(u);
+      todo.push_back(up->name);  // its own stand-ins may run it, and so this one's role
+    }
+  }
   return out;
 }
 

@@ -73,6 +73,14 @@ Admission::Admission(const config::Topology& topology, const config::NodeSpec& s
     Upstream u{name, declared->listen.host, declared->listen.is_wildcard(), {}};
     if (!u.any) resolve(u);
     upstream_.push_back(std::move(u));
+    // A node that stands in for it (on_peer_down = "bypass") connects under its name, from
+    // its own host: admitted for that branch only.
+    for (const std::string& who : topology.stand_ins(name)) {
+      const config::NodeSpec* s = topology.find(who);
+      Upstream b{name, s->listen.host, s->listen.is_wildcard(), {}};
+      if (!b.any) resolve(b);
+      upstream_.push_back(std::move(b));
+    }
   }
 }
 
@@ -95,22 +103,26 @@ Admission::Verdict Admission::check(const transport::PeerInfo& peer, std::string
              "upstream peers";
     return Verdict::kProducerNotHead;
   }
-  auto it = std::find_if(upstream_.begin(), upstream_.end(),
-                         [&](const Upstream& u) { return u.name == peer.name; });
-  if (it == upstream_.end()) {
+  // The peer's own entry first, then those of the nodes that may stand in for it.
+  const Upstream* first = nullptr;
+  const std::string_view host = host_of(peer.address);
+  for (Upstream& u : upstream_) {
+    if (u.name != peer.name) continue;
+    if (!first) first = &u;
+    if (!u.any && u.hosts.empty() && std::chrono::steady_clock::now() >= u.retry_at) {
+      resolve(u);  // it failed when the topology was loaded: the one lookup on the loop
+    }
+    if (u.any || std::find(u.hosts.begin(), u.hosts.end(), host) != u.hosts.end()) {
+      return Verdict::kAdmit;
+    }
+  }
+  if (!first) {
     reason =
         "\"" + peer.name + "\" is not an upstream peer of " + node_ + " in topology " + pipeline_;
     return Verdict::kNotUpstream;
   }
-  if (!it->any && it->hosts.empty() && std::chrono::steady_clock::now() >= it->retry_at) {
-    resolve(*it);  // it failed when the topology was loaded: the one lookup on the loop
-  }
-  const std::string_view host = host_of(peer.address);
-  if (it->any || std::find(it->hosts.begin(), it->hosts.end(), host) != it->hosts.end()) {
-    return Verdict::kAdmit;
-  }
   reason = "\"" + peer.name + "\" connects from " + std::string(host) +
-           ", not from its address in topology " + pipeline_ + " (" + it->declared_host + ")";
+           ", not from its address in topology " + pipeline_ + " (" + first->declared_host + ")";
   return Verdict::kWrongAddress;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "hoprelay/daemon/downstreams.h"
+#include "hoprelay/daemon/stand_in.h"
 #include "node_log.h"
 
 namespace hoprelay::daemon {
@@ -32,8 +33,8 @@ std::string forward_opcode(const transport::Transport& transport, const config::
 
 Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpec& spec,
                          transport::EventLoop& loop, NodeMetrics& metrics, HeldSlots& held,
-                         DropLog& drops, Releaser& owner, transport::Transport& transport,
-                         LinkThreads* link_threads)
+                         DropLog& drops, Releaser& owner, transport::LinkEvents& events,
+                         transport::Transport& transport, LinkThreads* link_threads)
     : topology_(&topology),
       spec_(&spec),
       loop_(loop),
@@ -41,10 +42,13 @@ Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpe
       held_(held),
       drops_(drops),
       owner_(owner),
+      events_(events),
       transport_(transport),
       link_threads_(link_threads),
       branch_sets_([this](Downstream& d) { retire_if_done(d); }),
-      peer_down_(loop, spec, [this](Downstream& d) { drop_waiting(d); }),
+      peer_down_(
+          loop, spec, [this](Downstream& d) { drop_waiting(d); },
+          [this](Downstream& d) { start_bypass(d); }),
       dropped_too_large_(metrics.hot().wrap(metrics.dropped("too_large_for_peer"))),
       dropped_peer_down_(metrics.hot().wrap(metrics.dropped("peer_down"))) {
   for (const auto& name : spec_->downstream) add(name);
@@ -62,7 +66,13 @@ void Downstreams::connect_all() {
 }
 
 void Downstreams::destroy_links() {
-  for (auto& d : peers_) d->link.reset();
+  // A stand-in before the link into it (its node holds that link's slots).
+  retired_.clear();
+  for (auto& d : peers_) {
+    d->stand_in.reset();
+    d->link.reset();
+    d->parked.reset();
+  }
 }
 
 void Downstreams::cancel_timers() {
@@ -72,6 +82,7 @@ void Downstreams::cancel_timers() {
 void Downstreams::close_all() {
   for (auto& d : peers_) {
     if (d->link) d->link->close();
+    if (d->parked) d->parked->close();
   }
 }
 
@@ -87,6 +98,11 @@ void Downstreams::tick() {
   const int64_t wall = BranchSpool::wall_ns();
   for (auto& dp : peers_) {
     Downstream& d = *dp;
+    if (d.stand_in) {
+      d.stand_in->node().tick();
+      metrics_.bypassed(d.name).Increment(static_cast<double>(d.bypassed - d.bypassed_counted));
+      d.bypassed_counted = d.bypassed;
+    }
     d.queued->Set(static_cast<double>(d.waiting.size()));
     d.credits->Set(d.link ? d.link->credits() : 0);
     if (!d.spool) continue;
@@ -204,6 +220,9 @@ Downstream* Downstreams::branch_of(const Partial& p) {
 
 // Posts what this downstream has waiting, as far as its credits go.
 void Downstreams::pump(Downstream& d) {
+  // Returning to the peer: the stand-in gets nothing new, only the rest of a chunked message
+  // open on its link.
+  if (d.returning && !d.open) return end_bypass_if_done(d);
   if (d.spool && d.spool->active()) return pump_spooled(d);
   if (d.dropping) return drop_waiting(d);
   while (!d.waiting.empty() && d.link && d.link->up()) {
@@ -236,6 +255,10 @@ void Downstreams::pump(Downstream& d) {
     if (!d.link->post(f)) break;
     d.waiting.pop_front();
     note_posted(d, *s);
+    if (d.stand_in) {
+      ++d.bypassed;
+      if (d.returning && !d.open) break;
+    }
   }
   // A removed peer whose last waiting messages were dropped above (too large) has nothing
   // left to be acknowledged: no acknowledgement would come to retire it.
@@ -327,7 +350,7 @@ void Downstreams::on_outcome(transport::OutboundLink& link, void* cookie,
 
 Downstream& Downstreams::of(transport::OutboundLink& link) {
   auto* d = static_cast<Downstream*>(link.context());
-  if (d && d->link.get() == &link) [[likely]]
+  if (d && (d->link.get() == &link || d->parked.get() == &link)) [[likely]]
     return *d;
   // Unreachable: every link the transport reports is one of ours, and a reload closes a link
   // before it leaves its downstream. Should that break, stop rather than guess a downstream
@@ -357,6 +380,7 @@ void Downstreams::on_acked(transport::OutboundLink& link, void* cookie) {
   }
   branch_done(*slot);
   if (d.retiring) retire_if_done(d);
+  if (d.returning) end_bypass_if_done(d);
 }
 
 void Downstreams::on_returned(transport::OutboundLink& link, void* cookie) {
@@ -381,6 +405,10 @@ void Downstreams::on_credit(transport::OutboundLink& link) {
 
 void Downstreams::on_up(transport::OutboundLink& link) {
   Downstream& d = of(link);
+  if (d.stand_in) {
+    if (&link == d.parked.get()) parked_up(d);
+    return;  // the stand-in's link: its credits come next (on_credit)
+  }
   d.metrics.up->Set(1);
   peer_down_.came_up(d);
   if (d.was_up) metrics_.reconnects(d.name).Increment();
@@ -393,6 +421,7 @@ void Downstreams::on_up(transport::OutboundLink& link) {
 
 void Downstreams::on_down(transport::OutboundLink& link) {
   Downstream& d = of(link);
+  if (d.stand_in && &link == d.parked.get()) return parked_down(d);
   // What was not acknowledged comes back to the queue's front in its order, a chunked
   // message from its first unacknowledged frame: the next link starts with nothing open.
   d.open = false;
@@ -471,6 +500,8 @@ Downstreams::Changes Downstreams::apply(const config::Topology& topology,
     } else {
       d->retiring = false;
       if (!same(topology_->find(d->name)->listen, d->address) && started) {
+        // Standing in for it: the peer's own link is the one that moves (swapped back below).
+        if (d->stand_in) std::swap(d->link, d->parked);
         // Unacknowledged messages come back (on_returned) and go to the new address.
         moved.push_back(d->name);
         // Closed while it is still d's: close() hands back the unacknowledged frames
@@ -483,6 +514,7 @@ Downstreams::Changes Downstreams::apply(const config::Topology& topology,
         std::shared_ptr<transport::OutboundLink> old = std::move(d->link);
         d->warned_down = false;  // a new address: its own warning if it does not come up
         connect(*d);
+        if (d->stand_in) std::swap(d->link, d->parked);
         loop_.defer([old] {});
       }
     }

@@ -104,6 +104,18 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                   .Name("hoprelay_link_credits")
                   .Help("Frames the downstream peer lets this node send now (0 while down)")
                   .Register(r);
+  bypassing_ = &BuildGauge()
+                    .Name("hoprelay_bypass_active")
+                    .Help(
+                        "1 while this node stands in for the downstream peer, down for "
+                        "peer_down_timeout (on_peer_down = \"bypass\")")
+                    .Register(r);
+  bypassed_ = &BuildCounter()
+                   .Name("hoprelay_bypassed_total")
+                   .Help(
+                       "Frames this node sent around the downstream peer, to its stand-in "
+                       "(on_peer_down = \"bypass\")")
+                   .Register(r);
   replayed_ = &BuildCounter()
                    .Name("hoprelay_messages_replayed_total")
                    .Help(
@@ -313,10 +325,18 @@ prometheus::Counter& NodeMetrics::replayed(const std::string& peer) {
 prometheus::Gauge& NodeMetrics::credits(const std::string& peer) {
   return credits_->Add({{"peer", peer}});
 }
+prometheus::Gauge& NodeMetrics::bypassing(const std::string& peer) {
+  return bypassing_->Add({{"peer", peer}});
+}
+prometheus::Counter& NodeMetrics::bypassed(const std::string& peer) {
+  return bypassed_->Add({{"peer", peer}});
+}
 void NodeMetrics::forget_downstream(const std::string& peer, const std::string& opcode) {
   link_up_->Remove(&link_up_->Add({{"peer", peer}, {"direction", "out"}}));
   queued_->Remove(&queued_->Add({{"peer", peer}}));
   credits_->Remove(&credits_->Add({{"peer", peer}}));
+  bypassing_->Remove(&bypassing_->Add({{"peer", peer}}));
+  bypassed_->Remove(&bypassed_->Add({{"peer", peer}}));
   // Counters too: the data path's handles to them went with the downstream.
   auto drop_hot = [this](prometheus::Family<prometheus::Counter>* family,
                          const std::map<std::string, std::string>& labels) {

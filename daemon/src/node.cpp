@@ -72,7 +72,7 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   dedup_.set_pinned([this](std::vector<uint32_t>& out) { upstreams_->unreturned_origins(out); });
   Releaser& owner = *this;  // (a private base: make_unique cannot see it)
   downstreams_ = std::make_unique<Downstreams>(*topology_, *spec_, loop_, *metrics_, held_, drops_,
-                                               owner, *transport_, link_threads_.get());
+                                               owner, *this, *transport_, link_threads_.get());
   end_marks_ = std::make_unique<EndMarks>(*topology_, *spec_, loop_, held_, *downstreams_, owner,
                                           started_ns_);
   chunks_ = std::make_unique<Chunks>(*spec_, loop_, held_, *downstreams_, *stage_, dedup_, owner,
@@ -103,13 +103,15 @@ transport::MemoryRegion& Node::lend_memory(size_t bytes) {
   return *lent_.back();
 }
 
-void Node::start() {
-  uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_->upstream.size()));
-  transport_->listen(
-      {spec_->listen, spec_->slots, spec_->slot_size, links, admission_.accepts_writes()});
-  // After the listen address: a stray second instance of this node is told so by the listen
-  // error ("another hoprelayd for this node") rather than by the metrics port's.
-  metrics_->serve();
+void Node::start(Start how) {
+  if (how == Start::kServe) {
+    uint32_t links = std::max<uint32_t>(1, static_cast<uint32_t>(spec_->upstream.size()));
+    transport_->listen(
+        {spec_->listen, spec_->slots, spec_->slot_size, links, admission_.accepts_writes()});
+    // After the listen address: a stray second instance of this node is told so by the listen
+    // error ("another hoprelayd for this node") rather than by the metrics port's.
+    metrics_->serve();
+  }
   downstreams_->connect_all();
   started_ = true;
 }

@@ -9,8 +9,8 @@
 
 namespace hoprelay::daemon {
 
-PeerDown::PeerDown(transport::EventLoop& loop, const config::NodeSpec& spec, Drop drop)
-    : loop_(loop), spec_(&spec), drop_(std::move(drop)) {}
+PeerDown::PeerDown(transport::EventLoop& loop, const config::NodeSpec& spec, Drop drop, Drop bypass)
+    : loop_(loop), spec_(&spec), drop_(std::move(drop)), bypass_(std::move(bypass)) {}
 
 void PeerDown::went_down(Downstream& d) {
   d.down_since = transport::EventLoop::Clock::now();
@@ -32,7 +32,7 @@ void PeerDown::watch(Downstream& d) {
   // A peer removed by a reload is treated as drop-after whatever on_peer_down says: held for
   // it, its messages would hold their slots (and the upstream's credits) for good once it is
   // gone. It gets peer_down_timeout to come back and drain, as a drop-after peer does.
-  if (!drop_after(d) || d.dropping || !d.link || d.link->up()) return;
+  if (!(drop_after(d) || bypass(d)) || d.dropping || !d.link || d.link->up()) return;
   // From when it went down, so that a reload that shortens the timeout counts the time
   // already spent waiting.
   auto left = d.down_since + spec_->peer_down_timeout - transport::EventLoop::Clock::now();
@@ -41,7 +41,11 @@ void PeerDown::watch(Downstream& d) {
   Downstream* target = &d;  // stable: Downstreams owns each by unique_ptr
   d.down_timer = loop_.after(delay, [this, target] {
     target->down_timer = 0;
-    start_dropping(*target);
+    if (bypass(*target)) {
+      bypass_(*target);
+    } else {
+      start_dropping(*target);
+    }
   });
 }
 

@@ -72,6 +72,12 @@ class VerifySink {
  public:
   explicit VerifySink(const StageArgs& args) : report_(args.get_or("report", "")) {
     if (report_.empty()) throw std::invalid_argument("verify-sink needs a report parameter");
+    const std::string crc = args.get_or("crc32c", "checked");
+    if (crc != "checked" && crc != "required") {
+      throw std::invalid_argument(
+          "verify-sink: crc32c must be \"checked\" or \"required\", not \"" + crc + "\"");
+    }
+    crc_required_ = crc == "required";
     std::string log_path = report_ + ".verdicts";
     log_fd_ = ::open(log_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     // Named by the report, the parameter the operator wrote (the verdicts file goes next to it).
@@ -100,7 +106,8 @@ class VerifySink {
     }
     why_ = nullptr;
     std::span<const std::byte> payload{reinterpret_cast<const std::byte*>(m.data), m.length};
-    bool intact = true;
+    bool intact = !crc_required_ || (m.flags & HOPRELAY_MSG_CRC32C_TRAILER);
+    if (!intact) why_ = "no CRC32C trailer (crc32c = \"required\")";
     if (m.flags & HOPRELAY_MSG_CRC32C_TRAILER) {
       uint32_t want = 0;
       intact = m.length >= 4;
@@ -247,9 +254,10 @@ class VerifySink {
   uint32_t last_origin_ = 0;
   bool dirty_ = true;
   const char* why_ = nullptr;
+  bool crc_required_ = false;
 };
 
-constexpr const char* kKeys[] = {"report", nullptr};
+constexpr const char* kKeys[] = {"report", "crc32c", nullptr};
 constexpr auto kDescriptor = BuiltinAdaptor<VerifySink>::make("verify-sink", kKeys);
 
 }  // namespace

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace hoprelay::daemon {
 namespace {
 
@@ -58,6 +61,48 @@ TEST(Admission, AnUpstreamFromItsAddressAProducerAtAHeadAndNothingElse) {
   EXPECT_EQ(c.check(producer, why), Admission::Verdict::kProducerNotHead);
   Admission a(t, *t.find("a"));
   EXPECT_EQ(a.check(producer, why), Admission::Verdict::kAdmit);
+}
+
+// A chain h -> m -> r -> leaf where h and m may bypass: r's downstream admits r from r's host,
+// from m's (m stands in for r) and from h's (h stands in for m, and so runs r's stand-in too);
+// m's downstream admits m from m's and h's; nobody else under those names.
+TEST(Admission, TheNodesThatMayStandInForARelayAreAdmittedUnderItsNameAndNoOther) {
+  const config::Topology t = config::parse_topology(R"(
+[pipeline]
+name = "p"
+on_peer_down = "bypass"
+
+[nodes.h]
+listen = "127.0.0.1:7001"
+downstream = ["m"]
+
+[nodes.m]
+listen = "127.0.0.2:7002"
+downstream = ["r"]
+
+[nodes.r]
+listen = "127.0.0.3:7003"
+downstream = ["leaf"]
+on_peer_down = "block"
+
+[nodes.leaf]
+listen = "127.0.0.4:7004"
+)",
+                                                    "t.toml");
+  EXPECT_EQ(t.stand_ins("r"), (std::vector<std::string>{"m", "h"}));
+  EXPECT_EQ(t.stand_ins("m"), (std::vector<std::string>{"h"}));
+  EXPECT_TRUE(t.stand_ins("leaf").empty()) << "r does not bypass";
+  std::string why;
+  Admission leaf(t, *t.find("leaf"));
+  for (const char* from : {"127.0.0.3:1", "127.0.0.2:1", "127.0.0.1:1"}) {
+    EXPECT_EQ(leaf.check(node("r", from), why), Admission::Verdict::kAdmit) << from;
+  }
+  EXPECT_EQ(leaf.check(node("r", "127.0.0.9:1"), why), Admission::Verdict::kWrongAddress);
+  EXPECT_EQ(why, "\"r\" connects from 127.0.0.9, not from its address in topology p (127.0.0.3)");
+  EXPECT_EQ(leaf.check(node("m", "127.0.0.2:1"), why), Admission::Verdict::kNotUpstream);
+  Admission r(t, *t.find("r"));
+  EXPECT_EQ(r.check(node("m", "127.0.0.1:1"), why), Admission::Verdict::kAdmit);
+  EXPECT_EQ(r.check(node("m", "127.0.0.4:1"), why), Admission::Verdict::kWrongAddress);
 }
 
 TEST(Admission, HostOfTakesThePortOffBothFamilies) {

@@ -241,6 +241,26 @@ TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
   EXPECT_TRUE(demo.warnings().empty()) << dump(demo.warnings());
 }
 
+// A node that may stand in for a relay runs its stage: a plugin given by path must be on the
+// bypassing host too. validate says so, per host that may stand in (not for a built-in stage,
+// nor for a node on the same host).
+TEST(ConfigTest, WarnsWhereABypassNeedsAPluginPathOnAnotherHost) {
+  const std::string nodes =
+      "[nodes.a]\nlisten = \"10.0.0.1:7000\"\ndownstream = [\"b\"]\non_peer_down = \"bypass\"\n"
+      "[nodes.b]\nlisten = \"10.0.0.2:7000\"\ndownstream = [\"c\"]\n"
+      "stage = { plugin = \"/opt/stages/mine.so\" }\n"
+      "[nodes.c]\nlisten = \"10.0.0.3:7000\"\n";
+  Topology t = parse_topology(with_pipeline(nodes), "t.toml", {PluginCheck::Mode::kNone, ""});
+  auto w = t.warnings();
+  ASSERT_EQ(w.size(), 1u) << dump(w);
+  EXPECT_EQ(w[0].format(),
+            "t.toml:" + std::to_string(t.find("b")->pos.line) +
+                ":1: warning: nodes.b: a stands in for it when it is down (on_peer_down = "
+                "\"bypass\") and then runs its stage: the plugin /opt/stages/mine.so must exist "
+                "on a's host (10.0.0.1) too, or that bypass fails and a holds b's messages as "
+                "under \"block\"");
+}
+
 // A [nodes.NAME] table for the stage-path tests: its own port, its downstream (a TOML list's
 // inside) and its stage line.
 std::string node(const std::string& name, const std::string& down, const std::string& stage) {
@@ -906,10 +926,11 @@ std::string pipeline_with(std::string_view keys) {
 }
 
 TEST(ConfigTest, OnPeerDownValuesThatDoNotValidate) {
-  expect_error(pipeline_with("on_peer_down = \"drop\"\n"), 3, 16,
-               "pipeline.on_peer_down must be one of \"block\", \"drop-after\", not \"drop\"");
+  expect_error(
+      pipeline_with("on_peer_down = \"drop\"\n"), 3, 16,
+      "pipeline.on_peer_down must be one of \"block\", \"drop-after\", \"bypass\", not \"drop\"");
   expect_error(node_a("on_peer_down = \"drop_after\"\n"), 5, 16,
-               "nodes.a.on_peer_down must be one of \"block\", \"drop-after\", not "
+               "nodes.a.on_peer_down must be one of \"block\", \"drop-after\", \"bypass\", not "
                "\"drop_after\"; did you mean \"drop-after\"?");
   expect_error(node_a("on_peer_down = true\n"), 5, 16,
                "nodes.a.on_peer_down must be a string, got boolean");
@@ -1032,7 +1053,9 @@ TEST(ConfigTest, UnknownStageParamSuggests) {
   expect_error(
       with_pipeline("[nodes.a]\nlisten = \"h:1\"\n[nodes.a.stage]\nplugin = \"verify-sink\"\n"
                     "output = \"x\"\n"),
-      7, 1, "nodes.a.stage: stage \"verify-sink\" has no parameter \"output\" (it takes: report)");
+      7, 1,
+      "nodes.a.stage: stage \"verify-sink\" has no parameter \"output\" (it takes: report, "
+      "crc32c)");
   // Without a plugin key the stage is passthrough, which takes no parameters.
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { mode = \"stamp\" }\n"), 5, 11,
                "stage \"passthrough\" has no parameter \"mode\" (it takes no parameters)");

@@ -1,10 +1,12 @@
 #include "hoprelay/transport/inproc.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "hoprelay/transport/invariants.h"
+#include "hoprelay/transport/slot_ring.h"
 
 namespace hoprelay::transport::inproc {
 
@@ -47,12 +49,13 @@ void InprocInbound::unreturned_origins(std::vector<uint32_t>& out) const {
 
 InprocOutbound::InprocOutbound(EventLoop& loop, LinkEvents& node, LinkEvents& producer,
                                const PeerInfo& peer, const ConnectParams& params,
-                               uint32_t slot_size)
+                               uint32_t slot_size, const MemoryRegion* landing)
     : loop_(loop),
       node_(node),
       producer_(producer),
       in_(*this, peer, params.expected_slots),
-      slot_size_(slot_size) {
+      slot_size_(slot_size),
+      landing_(landing) {
   peer_name_ = params.peer_name;
   ledger_.reset(in_.slots(), in_.slots());
   // As a transport's handshake does: admitted (or refused) once the loop runs, so the producer
@@ -90,9 +93,17 @@ bool InprocOutbound::post(const OutFrame& frame) {
   const uint32_t generation = e.slot.generation + 1;
   e.slot = Slot{};
   e.slot.generation = generation;
-  e.slot.frame = const_cast<std::byte*>(frame.payload) - kFrameHeaderSize;
+  if (landing_) {
+    // A copy, as a network link's receiver gets one: the node changes it in place.
+    std::byte* at = landing_->data() + size_t{index} * SlotRing::stride_for(slot_size_);
+    std::memcpy(at + kFrameHeaderSize, frame.payload, frame.length);
+    e.slot.frame = at;
+    e.slot.memory = landing_;
+  } else {
+    e.slot.frame = const_cast<std::byte*>(frame.payload) - kFrameHeaderSize;
+    e.slot.memory = frame.memory;
+  }
   e.slot.link = &in_;
-  e.slot.memory = frame.memory;
   e.slot.index = index;
   e.slot.length = frame.length;
   e.slot.origin = frame.origin;

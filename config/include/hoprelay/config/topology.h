@@ -47,9 +47,11 @@ enum class Ingress { kWrite, kSend };
 // How a node forwards to its downstream peers over verbs (ignored by tcp).
 enum class Forward { kSend, kWrite };
 // What a node does with the messages routed to a downstream peer whose link stays down: hold
-// them (block its branch, lose nothing), or drop them once it has been down for
-// peer_down_timeout.
-enum class OnPeerDown { kBlock, kDropAfter };
+// them (block its branch, lose nothing), drop them once it has been down for
+// peer_down_timeout, or, once it has been down that long, take over its role for its branch
+// (a relay: its stage and routing run on this node, which connects to its downstream nodes
+// directly; a leaf is held for as under "block").
+enum class OnPeerDown { kBlock, kDropAfter, kBypass };
 
 std::string_view to_string(Route v);
 std::string_view to_string(Ingress v);
@@ -141,6 +143,10 @@ struct Topology {
   // order: the choices an error message about a node offers.
   std::string names(const std::function<bool(const NodeSpec&)>& which = {}) const;
   size_t link_count() const;  // number of (node -> downstream) edges
+  // The nodes that may run `node`'s role when it is down (on_peer_down = "bypass"): its
+  // upstream nodes with that policy, and, recursively, theirs (a stand-in that is itself
+  // bypassed runs inside its own stand-in). Its downstream nodes admit them under its name.
+  std::vector<std::string> stand_ins(std::string_view node) const;
   // The largest message the pipeline takes: the smallest `slots` times the smallest
   // `slot_size` of its nodes. A message larger than a slot travels as chunks, and a node
   // whose stage needs whole messages holds all of one message's chunks in one link's ring

@@ -19,6 +19,12 @@
 
 namespace hoprelay::daemon {
 
+class StandIn;
+// stand_in.h: deletes a StandIn where its type is complete.
+struct StandInDelete {
+  void operator()(StandIn* s) const;
+};
+
 struct Downstream {
   // Downstreams.
   std::string name;
@@ -65,6 +71,17 @@ struct Downstream {
   bool dropping = false;
   uint64_t dropped_while_down = 0;  // Downstreams counts them (drop_waiting)
   bool warned_down = false;         // said to be down for long; said again when it is up
+
+  // Downstreams, under on_peer_down = "bypass" once the peer has been down for
+  // peer_down_timeout: the node standing in for it (stand_in.h), whose in-process link is
+  // `link` meanwhile, the peer's own link `parked` (it keeps reconnecting). Once that is up
+  // again the branch is `returning`: nothing more goes to the stand-in, and once it has
+  // acknowledged everything it had, the peer's link is `link` again and the stand-in goes.
+  std::unique_ptr<StandIn, StandInDelete> stand_in;
+  std::unique_ptr<transport::OutboundLink> parked;
+  bool returning = false;
+  uint64_t bypassed = 0;          // frames posted to the stand-in in this bypass
+  uint64_t bypassed_counted = 0;  // of those, in hoprelay_bypassed_total (once a second)
   // Whole seconds since down_since, for the log lines about it.
   int64_t seconds_down(transport::EventLoop::Clock::time_point now) const {
     return std::chrono::duration_cast<std::chrono::seconds>(now - down_since).count();

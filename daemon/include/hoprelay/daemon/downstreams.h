@@ -11,7 +11,9 @@
 // BranchSpool (branch_spool.h): when a branch has been behind for spool_after (its link down,
 // or out of credit while another branch has none and nothing waiting: checked once a
 // second), what is routed to it goes to disk, and its slot goes back upstream once the spool
-// has it durably (one fdatasync per spool per loop iteration, not per message).
+// has it durably (one fdatasync per spool per loop iteration, not per message). Under
+// on_peer_down = "bypass", a relay down for peer_down_timeout gets a stand-in (stand_in.h) that
+// takes its branch until it is back.
 // Calls: HeldSlots (a routed slot's refs and routes, a drop's outcome), Releaser::release() when
 // the last branch of a slot is done with it, the transport (or the link threads) to connect,
 // the metrics and the drop log. Nothing here allocates, locks or logs per message.
@@ -43,9 +45,11 @@ class Downstreams {
  public:
   // `link_threads`: null, or where the links run (link_threads.h). The references outlive
   // this. The peers are those `spec` lists, not connected before connect_all().
+  // `events`: the node's, for the links of the stand-ins it runs (stand_in.h).
   Downstreams(const config::Topology& topology, const config::NodeSpec& spec,
               transport::EventLoop& loop, NodeMetrics& metrics, HeldSlots& held, DropLog& drops,
-              Releaser& owner, transport::Transport& transport, LinkThreads* link_threads);
+              Releaser& owner, transport::LinkEvents& events, transport::Transport& transport,
+              LinkThreads* link_threads);
   ~Downstreams();
   Downstreams(const Downstreams&) = delete;
   Downstreams& operator=(const Downstreams&) = delete;
@@ -121,6 +125,17 @@ class Downstreams {
   // Releases everything waiting for `d` as dropped (reason peer_down): PeerDown's `drop`.
   void drop_waiting(Downstream& d);
 
+  // on_peer_down = "bypass" (downstreams_bypass.cpp). PeerDown's `bypass`: `d`, down for
+  // peer_down_timeout, gets a stand-in (a relay; a leaf is held for, said once).
+  void start_bypass(Downstream& d);
+  // The events of the peer's own link while a stand-in has its branch: up again starts the
+  // return, down again stops it.
+  void parked_up(Downstream& d);
+  void parked_down(Downstream& d);
+  // The branch returns to the peer once the stand-in has acknowledged all it was sent.
+  void end_bypass_if_done(Downstream& d);
+  std::vector<std::unique_ptr<StandIn, StandInDelete>> retired_;  // draining, then destroyed
+
   // pump() for a branch whose spool is active.
   void pump_spooled(Downstream& d);
   void start_spooling(Downstream& d, bool down);
@@ -143,6 +158,7 @@ class Downstreams {
   HeldSlots& held_;
   DropLog& drops_;
   Releaser& owner_;
+  transport::LinkEvents& events_;
   transport::Transport& transport_;
   LinkThreads* link_threads_;
   std::vector<std::unique_ptr<Downstream>> peers_;

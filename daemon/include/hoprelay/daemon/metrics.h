@@ -67,6 +67,10 @@ class NodeMetrics {
   prometheus::Gauge& slots_in_use();
   prometheus::Gauge& queued(const std::string& peer);
   prometheus::Gauge& credits(const std::string& peer);
+  // 1 while this node stands in for the downstream (on_peer_down = "bypass", stand_in.h).
+  prometheus::Gauge& bypassing(const std::string& peer);
+  // Messages this node sent to its stand-in for the downstream, over every bypass.
+  prometheus::Counter& bypassed(const std::string& peer);
   // Frames sent to the peer and not acknowledged when its link failed: sent again.
   prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
@@ -114,6 +118,8 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* slots_;
   prometheus::Family<prometheus::Gauge>* queued_;
   prometheus::Family<prometheus::Gauge>* credits_;
+  prometheus::Family<prometheus::Gauge>* bypassing_;
+  prometheus::Family<prometheus::Counter>* bypassed_;
   prometheus::Family<prometheus::Counter>* replayed_;
   prometheus::Family<prometheus::Gauge>* spool_bytes_;
   prometheus::Family<prometheus::Gauge>* spool_messages_;

@@ -51,8 +51,11 @@ class Node final : public transport::LinkEvents, private Releaser {
        transport::EventLoop& loop, stages::Stage stage);
   ~Node();
 
-  // Listens and connects to every downstream peer.
-  void start();
+  // Listens, serves its metrics and connects to every downstream peer; with kConnectOnly, only
+  // connects (a node that stands in for a relay gone down, stand_in.h: the relay's address is
+  // not this host's, and the host node's metrics say what it does).
+  enum class Start { kServe, kConnectOnly };
+  void start(Start how = Start::kServe);
   // Called once, from the loop, when every downstream link has been up at least once (systemd
   // readiness in hoprelayd). Never called for a node without downstream peers.
   void on_downstream_ready(std::function<void()> fn) { downstreams_->when_ready(std::move(fn)); }

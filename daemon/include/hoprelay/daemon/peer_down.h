@@ -1,14 +1,15 @@
 // What a node does about a downstream that is down (on_peer_down, peer_down_timeout:
 // docs/topology.md): how long it holds the messages routed there ("block": for as long as it
 // takes; "drop-after": until the peer has been down for peer_down_timeout, from then on it
-// drops them), when it holds them again, and the one warning about a peer down for long.
+// drops them; "bypass": until then, from then on a node standing in for it takes them,
+// stand_in.h), when it holds them again, and the one warning about a peer down for long.
 // A peer a reload removed is "drop-after" whatever the policy says: no node of the topology
 // will take its messages.
 //
 // Owns: the meaning of the PeerDown fields of each Downstream (downstream.h) and their timers.
 // Calls: `drop` (Downstreams::drop_waiting: what waits for a peer goes back upstream as dropped),
-// the event loop's timers and the log. Once per transition, never per message.
-// One thread (the node's event loop).
+// `bypass` (Downstreams::start_bypass), the event loop's timers and the log. Once per transition,
+// never per message. One thread (the node's event loop).
 #pragma once
 
 #include <chrono>
@@ -27,7 +28,7 @@ class PeerDown {
  public:
   using Drop = std::function<void(Downstream&)>;
   // `spec` stays valid until the next set_spec(); `loop` outlives this.
-  PeerDown(transport::EventLoop& loop, const config::NodeSpec& spec, Drop drop);
+  PeerDown(transport::EventLoop& loop, const config::NodeSpec& spec, Drop drop, Drop bypass);
 
   // A reload's policy, from now on (then rewatch() the peers).
   void set_spec(const config::NodeSpec& spec) { spec_ = &spec; }
@@ -53,12 +54,16 @@ class PeerDown {
   bool drop_after(const Downstream& d) const {
     return spec_->on_peer_down == config::OnPeerDown::kDropAfter || d.retiring;
   }
+  bool bypass(const Downstream& d) const {
+    return spec_->on_peer_down == config::OnPeerDown::kBypass && !d.retiring && !d.stand_in;
+  }
   void start_dropping(Downstream& d);
   void stop_dropping(Downstream& d, std::string_view now_what);
 
   transport::EventLoop& loop_;
   const config::NodeSpec* spec_;
   Drop drop_;
+  Drop bypass_;
 };
 
 }  // namespace hoprelay::daemon

@@ -56,13 +56,17 @@ class InprocInbound final : public InboundLink {
 };
 
 // The producer's end, connected to `node` (the embedded head, which must be started: its
-// transport is listening) as soon as the loop runs. As with a TCP or verbs link, its deferred
-// callbacks hold a plain `this` (no allocation per loop iteration): the owner must not run the
-// loop after destroying it (the producer destroys its loop with it).
+// transport is listening) as soon as the loop runs. With a `landing`, the link copies each
+// frame into it instead (a node's link to the node it stands in for, daemon/stand_in.h: that
+// node's stage changes the message in place, and the sender's slot is its other branches' too):
+// `landing` holds slots × SlotRing::stride_for(slot_size) bytes and outlives the link. As with a
+// TCP or verbs link, its deferred callbacks hold a plain `this` (no allocation per loop iteration):
+// the owner must not run the loop after destroying it (the producer destroys its loop with it).
 class InprocOutbound final : public OutboundLink {
  public:
   InprocOutbound(EventLoop& loop, LinkEvents& node, LinkEvents& producer, const PeerInfo& peer,
-                 const ConnectParams& params, uint32_t slot_size);
+                 const ConnectParams& params, uint32_t slot_size,
+                 const MemoryRegion* landing = nullptr);
 
   bool up() const override { return up_; }
   uint32_t credits() const override;
@@ -91,6 +95,7 @@ class InprocOutbound final : public OutboundLink {
   // node's end numbers its entries until close().
   FrameLedger ledger_;
   uint32_t slot_size_;
+  const MemoryRegion* landing_;
   bool up_ = false;
   bool closed_ = false;
   bool scheduled_ = false;
