@@ -36,6 +36,13 @@
 # shaping held).
 # Writes BUILD_DIR/bench/fleet/results.json (or OUT/), fleet.svg and the table
 # (bench/fleet_report.py).
+# LOSE=relay: host 1, a relay in every shape `plan` writes, is lost a third of S/R into each
+#   run: its processes killed with SIGKILL (its kernel resets their connections: a host that
+#   goes silent instead adds the 10 s dead-peer timeout, docs/guarantees.md). hoprelay runs
+#   with on_peer_down = "bypass" and peer_down_timeout = "500ms" (docs/topology.md, "Bypassing a
+#   relay that is down"); the time is until the last *live* host has the file, and only live
+#   hosts' copies are checked. Results are labelled SYSTEM+lost; the default SYSTEMS are then
+#   chain tree:2 uftp torrent (MPI_Bcast has no way around a lost rank).
 # --smoke: 4 hosts, 4 MiB, every system once, and only a check that every number is there.
 # Needs root (network namespaces; exit 77 without) and the packages of scripts/install-deps.sh.
 set -euo pipefail
@@ -70,7 +77,12 @@ else
   mib=${MIB:-128}
   out=${OUT:-$build/bench/fleet}
 fi
-read -r -a systems <<<"${SYSTEMS:-chain tree:2 tree:4 racks:4 uftp torrent mpi mpi:pipeline naive}"
+case ${LOSE:-} in
+  '') lost=-1 all_systems="chain tree:2 tree:4 racks:4 uftp torrent mpi mpi:pipeline naive" ;;
+  relay) lost=1 all_systems="chain tree:2 uftp torrent" ;;
+  *) die "LOSE='$LOSE': relay (host 1 lost a third into each run), or unset" ;;
+esac
+read -r -a systems <<<"${SYSTEMS:-$all_systems}"
 rack_size=8
 work=$out/run
 rm -rf "$work"
@@ -126,6 +138,15 @@ kill_all() {
   wait 2>/dev/null || true
 }
 
+# With LOSE: host $lost is lost a third of S/R from now (call it when the timing starts).
+lose_later() {
+  ((lost >= 0)) || return 0
+  local after
+  after=$(awk -v l="$limit" 'BEGIN { printf "%.3f", l / 3 }')
+  (sleep "$after" && "$fleet_sh" kill "$fleet" "$lost" KILL) &
+}
+live() { ((${1} != lost)); } # I: host I is not the one lost
+
 # wait_for SECONDS CMD...: until CMD succeeds; fails after SECONDS.
 wait_for() {
   local until
@@ -169,6 +190,9 @@ run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
   local shape=$1 topo=$work/$sys.toml i recv=()
   "$hoprelay" plan --hosts "$work/hosts.txt" --shape "$shape" --name fleet >"$topo" \
     2>"$work/$sys.plan.log" || { why="hoprelay plan: $(cat "$work/$sys.plan.log")"; return 1; }
+  if ((lost >= 0)); then
+    sed -i 's/^\[pipeline\]$/&\non_peer_down = "bypass"\npeer_down_timeout = "500ms"/' "$topo"
+  fi
   for ((i = 1; i < n; i++)); do
     on "$i" "$hoprelay" recv --topology "$topo" --node "h$i" --output "$dir/h$i.out" \
       --timeout "$deadline" >"$dir/h$i.log" 2>&1 &
@@ -179,13 +203,17 @@ run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
   local cpu0 t0
   cpu0=$(cpu_usage)
   t0=$EPOCHREALTIME
+  lose_later
   on 0 "$hoprelay" send --topology "$topo" --to h0 --file "$work/in.bin" --connect-timeout 30 \
     --close-timeout 0 >"$dir/send.log" 2>&1 ||
     { why="hoprelay send: $(tail -n 2 "$dir/send.log")"; return 1; }
   wait_for "$deadline" all_exited "${recv[@]}" || { why="a consumer still waits"; return 1; }
   elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
   cpu_ns=$(($(cpu_usage) - cpu0))
-  for p in "${recv[@]}"; do wait "$p" || { why="a consumer failed"; return 1; }; done
+  for ((i = 1; i < n; i++)); do
+    live "$i" || continue
+    wait "${recv[i - 1]}" || { why="host $i's consumer failed"; return 1; }
+  done
 }
 
 # ---- uftp -----------------------------------------------------------------------------------
@@ -206,10 +234,12 @@ run_uftp() {
   local cpu0 t0
   cpu0=$(cpu_usage)
   t0=$EPOCHREALTIME
+  lose_later
   # From the file's directory with a relative name: receivers refuse an absolute path that is
-  # not under their -D.
+  # not under their -D. With a receiver lost, uftp reports it failed: the live hosts' copies
+  # are what counts.
   (cd "$work" && on 0 uftp -R "$kbps" -I eth0 -M 230.4.4.1 -P 230.5.5.1 in.bin) \
-    >"$dir/uftp.log" 2>&1 || { why="uftp: $(tail -n 2 "$dir/uftp.log")"; return 1; }
+    >"$dir/uftp.log" 2>&1 || ((lost >= 0)) || { why="uftp: $(tail -n 2 "$dir/uftp.log")"; return 1; }
   elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
   cpu_ns=$(($(cpu_usage) - cpu0))
   for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
@@ -243,7 +273,7 @@ EOF
 }
 all_done() {
   local i
-  for ((i = 1; i < n; i++)); do [[ -e $dir/h$i.done ]] || return 1; done
+  for ((i = 1; i < n; i++)); do ! live "$i" || [[ -e $dir/h$i.done ]] || return 1; done
 }
 run_torrent() {
   local tool
@@ -277,6 +307,7 @@ run_torrent() {
   local cpu0 t0
   cpu0=$(cpu_usage)
   t0=$EPOCHREALTIME
+  lose_later
   for ((i = 1; i < n; i++)); do
     on "$i" aria2c "${common[@]}" --on-bt-download-complete="$dir/done.sh" -d "$dir/h$i" \
       "$dir/in.torrent" >"$dir/aria2c$i.log" 2>&1 &
@@ -347,7 +378,8 @@ measure() { # SYSTEM
     mkdir "$cg"
   fi
   "$fleet_sh" sent "$fleet" >"$dir/sent.before"
-  local ok=1 i
+  local ok=1 i label=$sys
+  ((lost < 0)) || label=$sys+lost
   case $sys in
     chain | tree:* | racks:*) run_hoprelay "$sys" || ok=0 ;;
     uftp) run_uftp || ok=0 ;;
@@ -362,6 +394,7 @@ measure() { # SYSTEM
   "$fleet_sh" sent "$fleet" >"$dir/sent.after"
   if ((ok)); then
     for ((i = 1; i < n; i++)); do
+      live "$i" || continue
       if [[ $(sha256sum <"$dir/h$i.out" 2>/dev/null | cut -d' ' -f1) != "$want" ]]; then
         ok=0
         why="host $i's copy differs or is missing"
@@ -383,12 +416,12 @@ measure() { # SYSTEM
   local cpu_s
   cpu_s=$([[ -z $cpu_note ]] && awk -v c="$cpu_ns" 'BEGIN { printf "%.2f", c / 1e9 }' || echo -)
   if ((ok)); then
-    echo "run $sys $n $rate_bits $bytes $elapsed $cpu_s $sent0 $top" >>"$results"
-    printf '  %-12s %7.2f s  %5.2f x S/R  CPU %6s s  busiest NIC %s Mbit/s\n' "$sys" "$elapsed" \
+    echo "run $label $n $rate_bits $bytes $elapsed $cpu_s $sent0 $top" >>"$results"
+    printf '  %-12s %7.2f s  %5.2f x S/R  CPU %6s s  busiest NIC %s Mbit/s\n' "$label" "$elapsed" \
       "$(awk -v e="$elapsed" -v l="$limit" 'BEGIN { print e / l }')" "$cpu_s" "$top" >&2
   else
-    echo "failed $sys $n ${why//[$'\n\t']/ }" >>"$results"
-    printf '  %-12s failed: %s (logs in %s)\n' "$sys" "$why" "$dir" >&2
+    echo "failed $label $n ${why//[$'\n\t']/ }" >>"$results"
+    printf '  %-12s failed: %s (logs in %s)\n' "$label" "$why" "$dir" >&2
   fi
 }
 

@@ -112,7 +112,7 @@ def svg_plot(runs, meta, path):
     legend_y = T + 10
     for system in dict.fromkeys(r["system"] for r in runs):
         pts = sorted((r["hosts"], r["over_limit"]) for r in runs if r["system"] == system)
-        svg_series(out, [(X(n), Y(v)) for n, v in pts], system, COLORS.get(system, "#000"),
+        svg_series(out, [(X(n), Y(v)) for n, v in pts], system, COLORS.get(system.split("+")[0], "#000"),
                    "5,3" if system in DASHED else None, L + PW + 20, legend_y)
         legend_y += 20
     write_svg(out, path)

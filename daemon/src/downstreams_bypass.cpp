@@ -29,7 +29,7 @@ void Downstreams::start_bypass(Downstream& d) {
   }
   std::unique_ptr<StandIn, StandInDelete> s;
   try {
-    s.reset(new StandIn(*topology_, *spec_, d.name, loop_, events_));
+    s.reset(new StandIn(*topology_, *spec_, d.name, loop_, events_, transport_));
   } catch (const std::exception& e) {
     node_log().error(
         "downstream {} down for {}: cannot stand in for it ({}): holding its messages until "

@@ -31,15 +31,20 @@ std::shared_ptr<const config::Topology> as_run_here(const config::Topology& topo
 }  // namespace
 
 StandIn::StandIn(const config::Topology& topology, const config::NodeSpec& host,
-                 const std::string& peer, transport::EventLoop& loop, transport::LinkEvents& owner)
+                 const std::string& peer, transport::EventLoop& loop, transport::LinkEvents& owner,
+                 transport::Transport& host_transport)
     : owner_(owner), peer_(peer), topology_(as_run_here(topology, host, peer)) {
   const config::NodeSpec& spec = *topology_->find(peer);
   stage_name_ = spec.stage.plugin;
   stages::Stage stage(stages::resolve(spec.stage.plugin), spec.name, spec.stage.params);
   node_ = std::make_unique<Node>(topology_, peer, loop, std::move(stage));
+  // Its links send from this host's address, the one the peer's downstream nodes admit it
+  // from, and over verbs from this node's protection domain.
+  node_->speak_for(host_transport);
   node_->start(Node::Start::kConnectOnly);
   // Frames land in memory of the stand-in's own transport: its links to the peer's
-  // downstream nodes send from it (registered with the device over verbs).
+  // downstream nodes send from it (registered with the device over verbs, in the host's
+  // protection domain).
   transport::MemoryRegion& landing =
       node_->lend_memory(size_t{spec.slots} * transport::SlotRing::stride_for(spec.slot_size));
   const config::NodeSpec& me = *topology.find(host.name);

@@ -105,5 +105,19 @@ TEST(Bypass, ARelayBackAfterABypassTakesItsBranchAgainWithNoRepeatAndInOrder) {
   t.expect_every_leaf();
 }
 
+// The node standing in is killed too: the producer replays to its next run, which stands in
+// again once b1 has been down for peer_down_timeout from its start; the leaves, alive, drop
+// what they had as repeats.
+TEST(Bypass, TheBypassingNodeKilledAndRestartedStandsInAgainAndLosesNothing) {
+  TempDir dir;
+  Tree t(dir);
+  auto send = t.send_and_kill_b1();
+  ASSERT_TRUE(wait_until([&] { return t.a_metric("hoprelay_bypass_active") == 1; }, 10s));
+  t.p.crash_and_restart("a");
+  t.every_leaf_gets_everything(*send);
+  EXPECT_EQ(occurrences(t.p.proc("a").output(), kStandingIn), 1u) << t.p.proc("a").output();
+  t.expect_every_leaf();
+}
+
 }  // namespace
 }  // namespace hoprelay::test

@@ -396,6 +396,73 @@ T
     "$WORK/faults-c.json" "$n"
 }
 
+# bypass: a -> b (crc32c stamp) -> c (verify-sink, the trailer required) over verbs, a with
+# on_peer_down = "bypass": b killed -9 a third into the stream and never restarted. After
+# peer_down_timeout a stands in for b (b's stage on a, a's own queue pairs to c in a's
+# protection domain, frames copied into memory registered there): c gets every message once,
+# each with b's trailer, and hoprelay send exits 0.
+bypass() {
+  local t="$WORK/bypass.toml" pa=7181 pb=7182 pc=7183 mc=7184 ma=7185 n=12000
+  cat >"$t" <<T
+[pipeline]
+name = "bypass"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+on_peer_down = "bypass"
+peer_down_timeout = "1s"
+[nodes.a]
+listen = "$RXE_IP:$pa"
+metrics = "127.0.0.1:$ma"
+downstream = ["b"]
+[nodes.b]
+listen = "$RXE_IP:$pb"
+downstream = ["c"]
+stage = { plugin = "crc32c", mode = "stamp" }
+[nodes.c]
+listen = "$RXE_IP:$pc"
+metrics = "127.0.0.1:$mc"
+stage = { plugin = "verify-sink", report = "$WORK/bypass-c.json", crc32c = "required" }
+T
+  start "$t" c
+  start "$t" b
+  local b_index=$((${#pids[@]} - 1))
+  start "$t" a
+  { wait_metrics "$mc" && wait_metrics "$ma"; } || { fail "bypass: a or c did not start"; stop_all; return; }
+  timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$n" --size 1000 --rate 3000 \
+    --connect-timeout 20 >"$WORK/bypass-send.out" 2>&1 &
+  local sender=$!
+  wait_received "$WORK/bypass-c.json" $((n / 3)) || fail "bypass: c got less than a third in 10 s"
+  kill -9 "${pids[$b_index]}"
+  wait "${pids[$b_index]}" 2>/dev/null
+  unset "pids[$b_index]"
+  pids=("${pids[@]}")
+  local ok=1
+  if ! wait "$sender"; then
+    fail "bypass: hoprelay send failed: $(tail -3 "$WORK/bypass-send.out")"
+    ok=0
+  fi
+  wait_received "$WORK/bypass-c.json" "$n" || ok=0
+  local active
+  active=$(metric "$ma" hoprelay_bypass_active 'peer="b"')
+  stop_all || fail "bypass: a daemon did not exit 0 on SIGTERM"
+  for node in a b c; do mv "$WORK/$node.log" "$WORK/bypass-$node.log"; done
+  if grep -q "standing in for it" "$WORK/bypass-a.log" && [[ $active == 1 ]]; then
+    pass "bypass: a stood in for b over verbs (hoprelay_bypass_active 1)"
+  else
+    fail "bypass: a did not stand in for b (hoprelay_bypass_active $active)"
+    ok=0
+  fi
+  if ((!ok)); then
+    for f in "$WORK"/bypass-[ac].log; do
+      say "--- $(basename "$f") (last lines, no debug)"
+      grep -v ' debug ' "$f" | tail -8
+    done
+  fi
+  check_clean "verbs: relay killed -9 for good a third into the stream, bypassed by its upstream, $n messages with its CRC32C" \
+    "$WORK/bypass-c.json" "$n"
+}
+
 # threads N BASE_PORT: a -> b (crc32c stamp on N worker threads) -> c (verify-sink) over verbs,
 # two producers (two origins) and b killed -9 and restarted mid-stream: every message at c once
 # and in its origin's order (verify-sink's `reordered`), and b's work spread over its workers.
@@ -1227,6 +1294,7 @@ only auth && auth
 only send_only && send_only
 only operator_errors && operator_errors
 only faults && faults
+only bypass && bypass
 only threads && threads 2 7600
 only threads && threads 4 7610
 only run_head && run_head 7620

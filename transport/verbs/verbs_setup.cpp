@@ -386,8 +386,10 @@ std::unique_ptr<OutboundLink> VerbsTransport::connect(const ConnectParams& param
 }
 
 std::unique_ptr<MemoryRegion> VerbsTransport::allocate(size_t bytes) {
-  if (!pd_) throw TransportError("no RDMA device opened yet: connect first");
-  return std::make_unique<VerbsRegion>(pd_.get(), bytes, IBV_ACCESS_LOCAL_WRITE);
+  // In the protection domain its links post from: the owner's when this speaks for one.
+  ibv_pd* pd = links_pd();
+  if (!pd) throw TransportError("no RDMA device opened yet: connect first");
+  return std::make_unique<VerbsRegion>(pd, bytes, IBV_ACCESS_LOCAL_WRITE);
 }
 
 void VerbsTransport::bury(std::unique_ptr<Connection> connection) {

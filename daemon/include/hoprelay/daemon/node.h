@@ -56,6 +56,10 @@ class Node final : public transport::LinkEvents, private Releaser {
   // not this host's, and the host node's metrics say what it does).
   enum class Start { kServe, kConnectOnly };
   void start(Start how = Start::kServe);
+  // Before start(): this node's links send from the address `host` listens on and, over verbs,
+  // from its protection domain (Transport::speak_for): a stand-in's, run inside the node
+  // whose host it uses (stand_in.h). `host` outlives this node.
+  void speak_for(transport::Transport& host) { transport_->speak_for(host); }
   // Called once, from the loop, when every downstream link has been up at least once (systemd
   // readiness in hoprelayd). Never called for a node without downstream peers.
   void on_downstream_ready(std::function<void()> fn) { downstreams_->when_ready(std::move(fn)); }

@@ -30,11 +30,13 @@ namespace hoprelay::daemon {
 class StandIn final : private transport::LinkEvents {
  public:
   // Builds node `peer` of `topology` as node `host` runs it: connected from host's listen
-  // address to the peer's downstream nodes (started: connecting once the loop runs), with a
+  // address (its links speak for `host_transport`: Transport::speak_for) to the peer's
+  // downstream nodes (started: connecting once the loop runs), with a
   // link from `host` into it whose events go to `owner` (the host node). Throws when its stage
   // does not load or its transport cannot be made, naming the peer.
   StandIn(const config::Topology& topology, const config::NodeSpec& host, const std::string& peer,
-          transport::EventLoop& loop, transport::LinkEvents& owner);
+          transport::EventLoop& loop, transport::LinkEvents& owner,
+          transport::Transport& host_transport);
   ~StandIn();
   StandIn(const StandIn&) = delete;
   StandIn& operator=(const StandIn&) = delete;
