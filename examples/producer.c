@@ -51,11 +51,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   uint32_t origin = hoprelay_producer_origin(p);
-  rc = hoprelay_producer_close(p, 30000); /* flush, end of stream, free */
-  if (rc != HOPRELAY_OK) {
+  rc = hoprelay_producer_close(p, 30000); /* flush, end of stream */
+  if (rc != HOPRELAY_OK)
     fprintf(stderr, "close: %s: %s\n", hoprelay_strerror(rc), hoprelay_last_error());
-    return 1;
-  }
+  hoprelay_producer_destroy(p); /* frees the handle (since 1.8 close keeps it) */
+  if (rc != HOPRELAY_OK) return 1;
   printf("producer: origin %u sent %lu messages\n", origin, count);
   return 0;
 }

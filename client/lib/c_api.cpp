@@ -1,6 +1,7 @@
 // The C ABI of libhoprelay (hoprelay/client.h): argument and version checks, exceptions of the
 // setup path turned into status codes, and each call's log lines routed to its handle.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,14 +19,23 @@ using hoprelay::client::fail;
 using hoprelay::client::LogRoute;
 using hoprelay::client::LogScope;
 
+// A handle is a shell around its implementation: close() frees the implementation and keeps
+// the shell, so that a call on a closed handle is told so (ESTATE) rather than reading freed
+// memory, and a second close is a no-op; destroy() frees the shell (client.h).
 struct hoprelay_producer {
   LogRoute route;
   std::unique_ptr<hoprelay::client::Producer> impl;
+  // The call in progress (its name), or null: a handle takes one call at a time, and a call
+  // from a second thread meanwhile is refused (InCall) instead of corrupting it.
+  std::atomic<const char*> busy{nullptr};
+  static constexpr const char* kWhat = "producer";
 };
 
 struct hoprelay_consumer {
   LogRoute route;
   std::unique_ptr<hoprelay::client::Consumer> impl;
+  std::atomic<const char*> busy{nullptr};
+  static constexpr const char* kWhat = "consumer";
 };
 
 namespace {
@@ -92,11 +102,50 @@ LogRoute route_of(hoprelay_log_fn fn, void* user, int level) {
   return {fn, user, level};
 }
 
+// The handle taken by one call: a call from another thread while it runs is refused, naming
+// both. One compare-and-swap and one store per call, no lock (the datapath takes none).
+template <class H>
+class InCall {
+ public:
+  InCall(H& h, const char* what) : h_(h) {
+    const char* none = nullptr;
+    if (h.busy.compare_exchange_strong(none, what, std::memory_order_acquire)) {
+      taken_ = true;
+    } else {
+      fail(HOPRELAY_ESTATE, std::string(what) + ": called while " + none + " runs on this " +
+                                H::kWhat +
+                                " in another thread: a handle takes one call at a time "
+                                "(client.h, Threads): give each thread its own handle, or take "
+                                "turns with a lock of the application's");
+    }
+  }
+  ~InCall() {
+    if (taken_) h_.busy.store(nullptr, std::memory_order_release);
+  }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+  bool taken() const { return taken_; }
+
+ private:
+  H& h_;
+  bool taken_ = false;
+};
+
+template <class H>
+int closed(const char* what) {
+  return fail(HOPRELAY_ESTATE, std::string(what) + ": this " + H::kWhat +
+                                   " is closed: open a new one (hoprelay_" + H::kWhat +
+                                   "_destroy frees the handle)");
+}
+
 // Runs a datapath call with the handle's log route; nothing there throws but a bug or the
 // system (std::bad_alloc, epoll failing): those become EINTERNAL, never a crash of the app.
 template <class H, class Fn>
-int call(H* h, Fn fn) {
-  if (!h || !h->impl) return fail(HOPRELAY_EINVAL, "a null handle");
+int call(H* h, const char* what, Fn fn) {
+  if (!h) return fail(HOPRELAY_EINVAL, std::string(what) + ": a null handle");
+  InCall<H> in(*h, what);
+  if (!in.taken()) return HOPRELAY_ESTATE;
+  if (!h->impl) return closed<H>(what);
   LogScope scope(h->route);
   try {
     return fn(*h->impl);
@@ -132,7 +181,7 @@ int unknown_flags(const char* what, int flags) {
 template <class Fn>
 int call_producer(hoprelay_producer* p, const char* what, Fn fn) {
   if (in_own_outcome(p, what)) return HOPRELAY_ESTATE;
-  return call(p, fn);
+  return call(p, what, fn);
 }
 
 }  // namespace
@@ -268,7 +317,8 @@ int hoprelay_producer_wait_connected(hoprelay_producer* p, int timeout_ms) {
 }
 
 int hoprelay_producer_fd(const hoprelay_producer* p) {
-  if (!p || !p->impl) return fail(HOPRELAY_EINVAL, "a null handle");
+  if (!p) return fail(HOPRELAY_EINVAL, "fd: a null handle");
+  if (!p->impl) return closed<hoprelay_producer>("fd");
   return p->impl->fd();
 }
 
@@ -324,20 +374,33 @@ int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms) {
 }
 
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms) {
-  if (!p) return fail(HOPRELAY_EINVAL, "a null handle");
+  if (!p) return fail(HOPRELAY_EINVAL, "close: a null handle");
   if (in_own_outcome(p, "close")) return HOPRELAY_ESTATE;  // freed, it would crash on return
-  std::unique_ptr<hoprelay_producer> owned(p);
-  int rc = call(p, [&](auto& impl) { return impl.close(timeout_ms); });
+  InCall<hoprelay_producer> in(*p, "close");
+  if (!in.taken()) return HOPRELAY_ESTATE;
+  if (!p->impl) return HOPRELAY_OK;  // closed already: nothing to do
   LogScope scope(p->route);
-  p->impl.reset();
+  int rc = HOPRELAY_OK;
+  try {
+    rc = p->impl->close(timeout_ms);
+  } catch (const std::exception& e) {
+    rc = fail(HOPRELAY_EINTERNAL, e.what());
+  } catch (...) {  // nothing may cross the C ABI
+    rc = fail(HOPRELAY_EINTERNAL, "an unknown exception");
+  }
+  p->impl.reset();  // whatever close returned: the shell stays until destroy
   return rc;
 }
 
 void hoprelay_producer_destroy(hoprelay_producer* p) {
   if (!p || in_own_outcome(p, "destroy")) return;
-  std::unique_ptr<hoprelay_producer> owned(p);
-  LogScope scope(p->route);
-  p->impl.reset();
+  {
+    InCall<hoprelay_producer> in(*p, "destroy");
+    if (!in.taken()) return;  // freed under the other thread's call, it would crash there
+    LogScope scope(p->route);
+    p->impl.reset();
+  }
+  delete p;
 }
 
 int hoprelay_consumer_open(const char* topology, const char* node,
@@ -383,23 +446,23 @@ int hoprelay_consumer_open(const char* topology, const char* node,
 
 int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms) {
   if (!msg) return fail(HOPRELAY_EINVAL, "recv: msg is null");
-  return call(c, [&](auto& impl) { return impl.recv(*msg, timeout_ms); });
+  return call(c, "recv", [&](auto& impl) { return impl.recv(*msg, timeout_ms); });
 }
 
 int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg) {
   if (!msg) return fail(HOPRELAY_EINVAL, "release: msg is null");
-  return call(c, [&](auto& impl) { return impl.release(*msg, std::nullopt); });
+  return call(c, "release", [&](auto& impl) { return impl.release(*msg, std::nullopt); });
 }
 
 int hoprelay_consumer_release_at(hoprelay_consumer* c, struct hoprelay_message* msg,
                                  uint64_t app_position) {
   if (!msg) return fail(HOPRELAY_EINVAL, "release: msg is null");
-  return call(c, [&](auto& impl) { return impl.release(*msg, app_position); });
+  return call(c, "release_at", [&](auto& impl) { return impl.release(*msg, app_position); });
 }
 
 int hoprelay_consumer_abandon(hoprelay_consumer* c, struct hoprelay_message* msg) {
   if (!msg) return fail(HOPRELAY_EINVAL, "abandon: msg is null");
-  return call(c, [&](auto& impl) { return impl.abandon(*msg); });
+  return call(c, "abandon", [&](auto& impl) { return impl.abandon(*msg); });
 }
 
 uint64_t hoprelay_consumer_app_position(const hoprelay_consumer* c) {
@@ -411,19 +474,32 @@ uint64_t hoprelay_consumer_resume_seq(const hoprelay_consumer* c, uint32_t origi
 }
 
 int hoprelay_consumer_fd(const hoprelay_consumer* c) {
-  if (!c || !c->impl) return fail(HOPRELAY_EINVAL, "a null handle");
+  if (!c) return fail(HOPRELAY_EINVAL, "fd: a null handle");
+  if (!c->impl) return closed<hoprelay_consumer>("fd");
   return c->impl->fd();
 }
 
 int hoprelay_consumer_process(hoprelay_consumer* c) {
-  return call(c, [&](auto& impl) { return impl.process(); });
+  return call(c, "process", [&](auto& impl) { return impl.process(); });
 }
 
 void hoprelay_consumer_close(hoprelay_consumer* c) {
   if (!c) return;
-  std::unique_ptr<hoprelay_consumer> owned(c);
+  InCall<hoprelay_consumer> in(*c, "close");
+  if (!in.taken()) return;
   LogScope scope(c->route);
-  c->impl.reset();
+  c->impl.reset();  // the shell stays until destroy (a second close does nothing)
+}
+
+void hoprelay_consumer_destroy(hoprelay_consumer* c) {
+  if (!c) return;
+  {
+    InCall<hoprelay_consumer> in(*c, "destroy");
+    if (!in.taken()) return;  // freed under the other thread's call, it would crash there
+    LogScope scope(c->route);
+    c->impl.reset();
+  }
+  delete c;
 }
 
 }  // extern "C"

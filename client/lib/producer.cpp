@@ -88,6 +88,13 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
 }
 
 Producer::~Producer() {
+  // Destroyed open (hoprelay_producer_destroy without close): what it gives up is said, once.
+  if (!closing_ && sent_ > acked_) {
+    log().warn(
+        "destroyed with {}: given up, and no end-of-stream mark (close sends it once "
+        "everything is acknowledged)",
+        unacknowledged_words());
+  }
   // A head run here first: its links send from our buffers, and it holds link_'s slots.
   if (tick_) loop_.cancel(tick_);
   node_.reset();

@@ -68,7 +68,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 7
+VERSION_MINOR = 8
 
 OK = 0
 EINVAL = -1
@@ -314,6 +314,21 @@ _consumer_resume_seq = _declare("hoprelay_consumer_resume_seq", _c_u64, _H, _c_u
 _consumer_fd = _declare("hoprelay_consumer_fd", _c_int, _H)
 _consumer_process = _declare("hoprelay_consumer_process", _c_int, _H)
 _consumer_close = _declare("hoprelay_consumer_close", None, _H)
+# Since 1.8 close keeps a handle until destroy; before, close freed it (and there was no
+# consumer destroy): _close_keeps() says which.
+_consumer_destroy = (_declare("hoprelay_consumer_destroy", None, _H)
+                     if hasattr(_lib, "hoprelay_consumer_destroy") else None)
+
+
+def _close_keeps():
+    return _consumer_destroy is not None
+
+
+def _consumer_free(h):
+    if _consumer_destroy is not None:
+        _consumer_destroy(h)  # closes it, then frees the handle
+    else:
+        _consumer_close(h)
 
 
 def version():
@@ -639,8 +654,12 @@ class Producer(_Handle):
     _kind = "producer"
 
     def __init__(self, topology, head, *, origin=0, first_seq=0, connect_timeout=30.0,
-                 log=None, log_level=LOG_INFO, on_outcome=None, run_head=False):
+                 log=None, log_level=LOG_INFO, on_outcome=None, run_head=False,
+                 flush_on_destroy=5.0):
         super().__init__()
+        # Seconds the finaliser of a producer not closed waits for what was sent to be
+        # acknowledged (0: not at all, None: as long as it takes), as the C++ wrapper does.
+        self._flush_on_destroy = flush_on_destroy
         options = _ProducerOptions()
         if run_head:
             if version() < (1, 4):
@@ -887,10 +906,13 @@ class Producer(_Handle):
             self._drop_reserved()
             self._h = None
             rc = _producer_close(h, 0 if timeout is None else _ms(timeout))
+            failed = _error(rc) if rc != OK else None
+            if _close_keeps():
+                _producer_destroy(h)
             if ended is not None:
                 raise ended
-            if rc != OK:
-                raise _error(rc)
+            if failed is not None:
+                raise failed
         finally:
             self._leave()
 
@@ -917,9 +939,14 @@ class Producer(_Handle):
             self.destroy()
 
     def __del__(self):
-        # Like the C++ wrapper's destructor: no end-of-stream mark without close().
+        # Like the C++ wrapper's destructor: what was sent gets flush_on_destroy seconds to be
+        # acknowledged, then the handle goes without the end-of-stream mark (close() sends
+        # it); what is still unacknowledged is given up, said through the log callback.
         try:
             if self._h is not None:
+                wait = getattr(self, "_flush_on_destroy", 0)
+                if wait != 0:
+                    _producer_flush(self._h, -1 if wait is None else _ms(wait))
                 _producer_destroy(self._h)
                 self._h = None
         except Exception:
@@ -1219,7 +1246,7 @@ class Consumer(_Handle):
             for lease in list(self._leases):
                 lease.invalidate()
             self._h = None
-            _consumer_close(h)
+            _consumer_free(h)
         finally:
             self._leave()
 
@@ -1233,6 +1260,6 @@ class Consumer(_Handle):
         try:
             if self._h is not None:
                 h, self._h = self._h, None
-                _consumer_close(h)
+                _consumer_free(h)
         except Exception:
             pass

@@ -136,7 +136,7 @@ Counts count(const char* topology, const char* head, const char* leaf, int run_h
                     hoprelay::test::mutex_locks() - locks_before};
   hoprelay::test::trace_allocations(false);
   hoprelay_producer_destroy(p);  // every message was received and released: nothing to wait for
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
   return made;
 }
 

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     FAIL("app_position %llu after releasing m2 and m1 before m0: nothing may be durable yet",
          (unsigned long long)hoprelay_consumer_app_position(c));
   }
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
 
   /* Restarted: the position says nothing was taken, and every message comes again. */
   c = open_consumer(topology, node, dir);
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     FAIL("app_position %llu after m0 and m1 were released, expected 20",
          (unsigned long long)hoprelay_consumer_app_position(c));
   }
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
 
   /* m2 was never released in this run: it comes again, and only it. */
   c = open_consumer(topology, node, dir);
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   expect_seq(&m3, 3);
   if (hoprelay_consumer_release(c, &m3)) FAIL("release: %s", hoprelay_last_error());
   settle(c, p);
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
   c = open_consumer(topology, node, dir);
   if (hoprelay_consumer_resume_seq(c, kOrigin) != 4 || hoprelay_consumer_app_position(c) != 30) {
     FAIL(
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
         (unsigned long long)hoprelay_consumer_app_position(c));
   }
   hoprelay_producer_destroy(p);
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
   printf("durable_order: ok\n");
   return 0;
 }

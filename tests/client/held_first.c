@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   }
   if (received != kMessages) FAIL("%d messages in all, expected %d", received, kMessages);
   hoprelay_producer_destroy(p);
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
   printf("held_first: ok\n");
   return 0;
 }

@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
     if (closing == 1) {
       rc = hoprelay_producer_close(p, 0); /* the end is acknowledged: nothing to wait for */
       if (rc) FAIL("close: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+      hoprelay_producer_destroy(p);
       p = NULL;
       fds[0].fd = -1;
       closing = 2;
@@ -221,6 +222,20 @@ int main(int argc, char** argv) {
               "closing with 1 message not yet acknowledged by solo: given up (the link "
               "is down; the consumers may or may not have it)"))
     FAIL("close with the head gone and 1 message unacknowledged warned \"%s\"", warned);
+  /* Since 1.8 a closed handle stays valid until destroy: every call says it is closed, a
+   * second close does nothing. */
+  if ((rc = hoprelay_producer_send(p, copy, 1, 0, NULL, 0)) != HOPRELAY_ESTATE ||
+      !strstr(hoprelay_last_error(), "send: this producer is closed"))
+    FAIL("send after close: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+  if ((rc = hoprelay_producer_close(p, 0)) != HOPRELAY_OK)
+    FAIL("a second close: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+  hoprelay_producer_destroy(p);
+  struct hoprelay_message gone;
+  if ((rc = hoprelay_consumer_recv(c, &gone, 0)) != HOPRELAY_ESTATE ||
+      !strstr(hoprelay_last_error(), "recv: this consumer is closed"))
+    FAIL("recv after close: %s: %s", hoprelay_strerror(rc), hoprelay_last_error());
+  hoprelay_consumer_close(c); /* a second close does nothing */
+  hoprelay_consumer_destroy(c);
   free(copy);
   printf("nonblocking: ok, %llu messages sent and received in order, %llu EAGAIN\n",
          (unsigned long long)count, (unsigned long long)eagain);

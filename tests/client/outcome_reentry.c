@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
   if (end_rc) FAIL("end: %s", hoprelay_last_error());
   if (outcomes != kMessages) FAIL("%d outcomes, expected %d", outcomes, kMessages);
   if (hoprelay_producer_close(producer, 0)) FAIL("close: %s", hoprelay_last_error());
-  hoprelay_consumer_close(c);
+  hoprelay_producer_destroy(producer);
+  hoprelay_consumer_destroy(c);
   printf("outcome_reentry: ok\n");
   return 0;
 }

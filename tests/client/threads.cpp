@@ -107,7 +107,7 @@ void consume(Pipeline& p, uint64_t count) {
       fail(std::string("release: ") + hoprelay_strerror(rc));
     }
   }
-  hoprelay_consumer_close(c);
+  hoprelay_consumer_destroy(c);
   if (p.received != count) {
     fail(std::to_string(p.received) + " messages, expected " + std::to_string(count));
   }
@@ -135,6 +135,54 @@ void produce(Pipeline& p, uint64_t count) {
   if (int rc = hoprelay_producer_close(h, 30000)) {
     fail(std::string("producer_close: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
   }
+  hoprelay_producer_destroy(h);
+}
+
+// Since 1.8: a call on a handle while another thread's call on it is in progress is refused,
+// naming that call, and changes nothing (the call in progress goes on). The waiting thread's
+// recv takes 3 s with no producer; the main thread tries until it meets it.
+void a_second_thread_is_refused() {
+  const std::string t = topology(17937, "");
+  hoprelay_consumer* c = nullptr;
+  if (int rc = hoprelay_consumer_open(t.c_str(), "solo", nullptr, &c)) {
+    fail(std::string("consumer_open: ") + hoprelay_strerror(rc) + ": " + hoprelay_last_error());
+  }
+  std::atomic<int> waited{HOPRELAY_OK};
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    hoprelay_message m;
+    int rc;
+    do {
+      rc = hoprelay_consumer_recv(c, &m, 3000);
+    } while (rc == HOPRELAY_ESTATE);  // the main thread had it
+    waited = rc;
+    done = true;
+  });
+  bool refused = false;
+  while (!refused && !done) {
+    hoprelay_message m;
+    int rc = hoprelay_consumer_recv(c, &m, 0);
+    if (rc == HOPRELAY_ESTATE) {
+      const std::string why = hoprelay_last_error();
+      if (why.find("recv: called while recv runs on this consumer in another thread") ==
+          std::string::npos) {
+        fail("refused with \"" + why + "\"");
+      }
+      refused = true;
+    } else if (rc != HOPRELAY_EAGAIN) {
+      fail(std::string("recv beside another thread's: ") + hoprelay_strerror(rc));
+    } else {
+      usleep(10000);
+    }
+  }
+  if (!refused) fail("the second thread's recv was never refused");
+  hoprelay_consumer_close(c);  // refused too: freeing the node under the waiting recv would crash
+  waiter.join();
+  if (waited != HOPRELAY_ETIMEDOUT) {
+    fail(std::string("the waiting recv returned ") + hoprelay_strerror(waited) +
+         ", not ETIMEDOUT: the refused calls changed it");
+  }
+  hoprelay_consumer_destroy(c);
 }
 
 }  // namespace
@@ -154,6 +202,7 @@ int main(int argc, char** argv) {
     threads.emplace_back(produce, std::ref(p), count);
   }
   for (auto& t : threads) t.join();
+  a_second_thread_is_refused();
   std::printf("client_threads: ok (%llu messages through each of 2 pipelines, %llu log lines)\n",
               static_cast<unsigned long long>(count),
               static_cast<unsigned long long>(log_lines.load()));

@@ -16,8 +16,17 @@
  *  - Calls return HOPRELAY_OK (0) or a negative hoprelay_status; hoprelay_last_error() then
  *    says what went wrong, worded for a person, on the calling thread (the last failure: a call
  *    that succeeds leaves it as it was). Nothing is printed.
- *  - Threads: a handle is used by one thread at a time (the library takes no lock); different
- *    handles may be used from different threads at once.
+ *  - Threads: a handle takes one call at a time; different handles may be used from
+ *    different threads at once. Since 1.8 a call made while another thread's call on the same
+ *    handle is in progress returns HOPRELAY_ESTATE, naming that call, and changes nothing
+ *    (checked without a lock); before, it could corrupt the handle. The getters that take a
+ *    const handle (fd, max_message, origin, stats...) are not checked: call them from the
+ *    thread that makes the handle's other calls.
+ *  - Lifetime: *_open makes a handle, *_close closes it, *_destroy frees it. Since 1.8 a closed
+ *    handle stays valid until destroy: every call on it returns HOPRELAY_ESTATE ("this
+ *    producer is closed"), a second close does nothing and returns OK. Before 1.8, close freed
+ *    the handle; a program written for that still works, and keeps a few dozen bytes per
+ *    handle until it exits unless it calls destroy too.
  *  - Progress: the library has no thread of its own. It moves data, acknowledgements and
  *    reconnections only inside its calls. An application that does not block in recv, send,
  *    reserve or flush polls the handle's descriptor (hoprelay_*_fd(): readable when there is
@@ -41,7 +50,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 7
+#define HOPRELAY_CLIENT_VERSION_MINOR 8
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -274,14 +283,17 @@ void hoprelay_producer_outcomes(const hoprelay_producer* p, struct hoprelay_outc
  * For an application that drives the producer from its own event loop (timeout 0). */
 int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms);
 
-/* hoprelay_producer_end() with timeout_ms, then closes the link and frees the handle,
- * whatever it returns. ETIMEDOUT: messages (or the end mark) were still unacknowledged; if
- * messages were, no end mark was sent (the stream did not end whole). They are given up, with
- * a warning through the log callback that says how many, whether the link was up or not. */
+/* hoprelay_producer_end() with timeout_ms, then closes the link and frees what the producer
+ * holds, whatever it returns (since 1.8 the handle itself stays, for hoprelay_producer_destroy;
+ * calls on it return ESTATE, a second close returns OK). ETIMEDOUT: messages (or the end mark)
+ * were still unacknowledged; if messages were, no end mark was sent (the stream did not end
+ * whole). They are given up, with a warning through the log callback that says how many,
+ * whether the link was up or not. */
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms);
 
-/* Frees the handle at once: no flush and no end-of-stream mark (the consumers do not learn
- * that the stream ended); messages not yet acknowledged are given up. For error paths. */
+/* Frees the handle. An open one at once: no flush and no end-of-stream mark (the consumers do
+ * not learn that the stream ended); messages not yet acknowledged are given up (error paths).
+ * After hoprelay_producer_close: frees the rest of the handle. The handle is invalid after. */
 void hoprelay_producer_destroy(hoprelay_producer* p);
 
 /* ---- Consumer --------------------------------------------------------------------------- */
@@ -378,8 +390,12 @@ uint64_t hoprelay_consumer_resume_seq(const hoprelay_consumer* c, uint32_t origi
 int hoprelay_consumer_fd(const hoprelay_consumer* c);
 int hoprelay_consumer_process(hoprelay_consumer* c);
 
-/* Closes the node's links. Messages not released are not acknowledged (they come again). */
+/* Closes the node's links. Messages not released are not acknowledged (they come again).
+ * Since 1.8 the handle stays valid until hoprelay_consumer_destroy: calls on it return ESTATE,
+ * a second close does nothing. */
 void hoprelay_consumer_close(hoprelay_consumer* c);
+/* Since 1.8: closes the consumer if it is open, then frees the handle; invalid after. */
+void hoprelay_consumer_destroy(hoprelay_consumer* c);
 
 #ifdef __cplusplus
 }

@@ -39,14 +39,24 @@ class Producer {
       throw_last(rc);
     }
   }
-  // Not closed by close(): the end-of-stream mark is not sent, and messages not yet
-  // acknowledged are given up with the handle (hoprelay_producer_destroy).
+  // Not closed by close(): what was sent gets up to flush_on_destroy() (5 s unless set) to be
+  // acknowledged, so that a producer that goes out of scope early loses nothing on a healthy
+  // pipeline; then the handle goes without the end-of-stream mark (the stream did not end by
+  // close(): its consumers do not learn that it ended), and what is still unacknowledged is
+  // given up, said through the log callback.
   ~Producer() {
-    if (p_) hoprelay_producer_destroy(p_);
+    if (!p_) return;
+    if (flush_on_destroy_ms_ != 0) (void)hoprelay_producer_flush(p_, flush_on_destroy_ms_);
+    hoprelay_producer_destroy(p_);
   }
-  Producer(Producer&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  // How long the destructor of a producer not closed waits for what was sent to be
+  // acknowledged: milliseconds, 0 not at all, -1 as long as it takes.
+  void flush_on_destroy(int timeout_ms) { flush_on_destroy_ms_ = timeout_ms; }
+  Producer(Producer&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), flush_on_destroy_ms_(o.flush_on_destroy_ms_) {}
   Producer& operator=(Producer&& o) noexcept {
     std::swap(p_, o.p_);
+    std::swap(flush_on_destroy_ms_, o.flush_on_destroy_ms_);
     return *this;
   }
   Producer(const Producer&) = delete;
@@ -93,13 +103,19 @@ class Producer {
   // Flush, end-of-stream mark, close; throws Error when that failed (the handle is gone
   // either way).
   void close(int timeout_ms = -1) {
-    int rc = hoprelay_producer_close(std::exchange(p_, nullptr), timeout_ms);
-    if (rc != HOPRELAY_OK) throw_last(rc);
+    hoprelay_producer* p = std::exchange(p_, nullptr);
+    int rc = hoprelay_producer_close(p, timeout_ms);
+    const std::string why = rc != HOPRELAY_OK ? hoprelay_last_error() : "";
+    // Since 1.8 close keeps the handle until destroy; before, it freed it (and destroy would
+    // free it twice).
+    if (hoprelay_version() >= (1u << 16 | 8u)) hoprelay_producer_destroy(p);
+    if (rc != HOPRELAY_OK) throw Error(rc, why.empty() ? hoprelay_strerror(rc) : why);
   }
   hoprelay_producer* get() const { return p_; }
 
  private:
   hoprelay_producer* p_ = nullptr;
+  int flush_on_destroy_ms_ = 5000;
 };
 
 class Consumer;
@@ -188,7 +204,7 @@ class Consumer {
   // Messages still out are not released (they come again to the node's next consumer); one
   // that outlives its Consumer releases nothing and its data must not be read.
   ~Consumer() {
-    if (h_ && h_->c) hoprelay_consumer_close(std::exchange(h_->c, nullptr));
+    if (h_ && h_->c) hoprelay_consumer_destroy(std::exchange(h_->c, nullptr));
   }
   Consumer(Consumer&& o) noexcept : h_(std::move(o.h_)) {}
   Consumer& operator=(Consumer&& o) noexcept {
