@@ -143,6 +143,7 @@ void Consumer::on_delivered(uint32_t origin, uint64_t seq, std::span<const std::
     item.copy.resize(data.size());
     std::memcpy(item.copy.data(), data.data(), data.size());
     item.data = item.copy.data();
+    item.flags = HOPRELAY_MESSAGE_COPY;  // said, so that an application can tell (client.h)
   } else {
     item.data = data.data();
   }
@@ -178,7 +179,10 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
                     "(acknowledgements go in order), so this consumer would stall once node " +
                     node_name_ +
                     "'s slots fill. Close the consumer and open it again to have that message "
-                    "again; to skip a message instead, release it");
+                    "again; to skip a message instead, release it. (On a consumer with a "
+                    "state_dir, hoprelay::Message abandons a message that leaves its scope "
+                    "unreleased: release each with release_at() once the application has made "
+                    "it durable.)");
   }
   if (ready_.empty()) loop_.run_once(std::chrono::milliseconds(0));
   if (!lost_.empty()) return fail_lost("recv");
@@ -246,6 +250,11 @@ int Consumer::recv(hoprelay_message& msg, int timeout_ms) {
     }
     loop_.run_once(wait);
   }
+  // An end mark: the credits of the releases since the last loop pass go out first, once per
+  // stream. It can arrive while the application still holds messages before it (the producer
+  // sends it behind them, at once), and its producer waits for its acknowledgement: that
+  // must not wait for a later call the application may never make.
+  if (ready_.front()->flags & HOPRELAY_MESSAGE_END) loop_.run_once(std::chrono::milliseconds(0));
   Item* item = ready_.front();
   ready_.pop_front();
   item->out = true;

@@ -72,6 +72,11 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   queue_ = daemon::RingQueue<Buffer*>(head_->slots);
   bool write = head_->ingress == config::Ingress::kWrite;
   link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
+  primary_ = head_;
+  if (!head_->standby.empty() && !options.run_head) {
+    standby_ = topology_->find(head_->standby);
+    watch_head();  // a head down at the open counts too
+  }
   // connect_timeout 0: no wait; the connection proceeds inside later calls (process()).
   if (options.connect_timeout.count() == 0) return;
   int rc = wait_for([this] { return admitted_or_refused(); },
@@ -88,6 +93,7 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
 }
 
 Producer::~Producer() {
+  if (failover_) loop_.cancel(failover_);
   // Destroyed open (hoprelay_producer_destroy without close): what it gives up is said, once.
   if (!closing_ && sent_ > acked_) {
     log().warn(
@@ -100,6 +106,7 @@ Producer::~Producer() {
   node_.reset();
   // Links and registered memory go before the transport that owns their device.
   link_.reset();
+  retired_link_.reset();
   memory_.reset();
   transport_.reset();
 }
@@ -326,13 +333,12 @@ int Producer::end(int timeout_ms) {
       take_ = std::exchange(reserved_, nullptr)->pos;
     }
     loop_.run_pending();
-    if (int rc = wait_for([this] { return unacknowledged() == 0; }, timeout_ms, "flush", started)) {
-      return fail(rc, std::string(last_error()) + " (" + counted(sent_ - acked_, "message") +
-                          " unacknowledged: the end-of-stream mark waits for " +
-                          (sent_ - acked_ == 1 ? "it)" : "them)"));
-    }
-    // A producer the head has not admitted yet (opened with connect_timeout 0) has sent
-    // nothing, so flush() is done at once, but its buffers come with the link's first welcome.
+    // The mark goes behind what was sent, at once (since 1.8; before, once all of it was
+    // acknowledged): a consumer that holds a batch it has not committed yet gets the end of
+    // the stream too, instead of waiting for it forever. Its acknowledgement still says that
+    // everything before it is acknowledged (they come in order). It takes a buffer of its own:
+    // a producer not admitted yet (opened with connect_timeout 0) has its buffers only with
+    // the link's first welcome.
     if (int rc =
             wait_for([this] { return can_take(1, false); }, timeout_ms, "end of stream", started)) {
       return rc;
@@ -407,7 +413,39 @@ void Producer::on_message(transport::InboundLink& link, transport::Slot& slot) {
   link.release(slot, nullptr);
 }
 
+void Producer::watch_head() {
+  if (!standby_ || failover_ || closing_ || ended_) return;
+  failover_ = loop_.after(head_->peer_down_timeout, [this] {
+    failover_ = 0;
+    fail_over();
+  });
+}
+
+void Producer::fail_over() {
+  if (closing_ || ended_ || !link_ || link_->up()) return;
+  const config::NodeSpec* next = head_ == primary_ ? standby_ : primary_;
+  log().warn(
+      "head node {} at {} {} for {}: sending to {} at {} instead ({}; the nodes below drop "
+      "what they had already as repeats)",
+      head_->name, head_->listen.to_string(), was_up_ ? "down" : "not up",
+      config::duration_text(head_->peer_down_timeout), next->name, next->listen.to_string(),
+      queue_.empty() ? std::string("nothing waits to be sent")
+                     : counted(queue_.size(), "frame") + " wait to be sent, in their order");
+  // What was not acknowledged came back to the queue when the link went down; closing it
+  // hands back nothing more and reports nothing (it is not up).
+  failing_over_ = true;
+  link_->close();
+  failing_over_ = false;
+  retired_link_ = std::move(link_);  // the one before goes now: closed a timeout ago
+  head_ = next;
+  const bool write = head_->ingress == config::Ingress::kWrite;
+  link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
+  watch_head();  // and back again should this one not come up either
+}
+
 void Producer::on_outbound_up(transport::OutboundLink& link) {
+  if (failover_) loop_.cancel(failover_);
+  failover_ = 0;
   // The buffers first: a producer whose memory cannot be had (RLIMIT_MEMLOCK over verbs) is
   // not up, and says why from the call that ran into it.
   if (!memory_) allocate_buffers(link);
@@ -481,6 +519,8 @@ void Producer::release(Buffer& b) {
 void Producer::on_outbound_down(transport::OutboundLink&, std::string_view reason) {
   if (ended_) return;    // closed at the end
   if (closing_) return;  // close() before the end was acknowledged: it warned, ETIMEDOUT
+  if (failing_over_) return;
+  watch_head();
   // Frames not acknowledged come back to the queue with those not sent yet: all go once the
   // head is back. Nothing waiting (a head stopped by plan, after acknowledging everything):
   // not a warning.

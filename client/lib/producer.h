@@ -136,6 +136,9 @@ class Producer final : public transport::LinkEvents {
   transport::EventLoop loop_;
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::OutboundLink> link_;
+  // The link to the head before the last failover (fail_over): closed, destroyed at the next
+  // one or with the producer, before the transport.
+  std::unique_ptr<transport::OutboundLink> retired_link_;
   std::unique_ptr<transport::MemoryRegion> memory_;
   // run_head: the head node, declared after the link and the memory so that it goes first
   // however the producer ends (its links send from memory_, its slots are memory_'s buffers
@@ -190,6 +193,15 @@ class Producer final : public transport::LinkEvents {
   void stop_head(int timeout_ms);
   // At the first welcome: two buffers per credit, from the transport (registered over verbs).
   void allocate_buffers(transport::OutboundLink& link);
+  // A head with a standby (NodeSpec::standby, docs/topology.md): once the head in use has been
+  // down (or not up since the open) for its peer_down_timeout, the producer sends to the other
+  // one, what was not acknowledged first; the nodes below drop what they had as repeats.
+  const config::NodeSpec* primary_ = nullptr;
+  const config::NodeSpec* standby_ = nullptr;  // null: no standby (or run_head)
+  transport::EventLoop::TimerId failover_ = 0;
+  bool failing_over_ = false;
+  void watch_head();
+  void fail_over();
 };
 
 }  // namespace hoprelay::client

@@ -49,7 +49,8 @@ const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "link_threads",
                                                  "spool_dir",
                                                  "spool_max",
-                                                 "spool_after"};
+                                                 "spool_after",
+                                                 "standby"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -207,6 +208,7 @@ struct RawNode {
   };
   std::vector<Link> links;         // valid downstream links only
   bool slot_size_refused = false;  // Settings::slot_size_refused
+  SourcePos standby_pos;           // of the `standby` value, when there is one
 };
 
 struct AddressUse {
@@ -274,6 +276,7 @@ class Validator {
     check_addresses();
     check_links();
     check_cycles();
+    check_standbys();
 
     if (!diagnostics_.empty()) {
       std::stable_sort(
@@ -610,6 +613,13 @@ class Validator {
         parse_stage(e, spec, prefix + ".stage");
       } else if (e.key == "cpu") {
         parse_cpu(e, spec, prefix + ".cpu");
+      } else if (e.key == "standby") {
+        if (const auto* str = e.value->as_string()) {
+          spec.standby = str->get();
+          raw.standby_pos = e.value_pos;
+        } else {
+          type_error(e, prefix + ".standby", "a node name (a string)");
+        }
       } else if (!setting(e, prefix, s)) {
         unknown_key(e, "in [" + prefix + "]", kNodeKeys, &suggested);
       }
@@ -955,6 +965,51 @@ class Validator {
                               " uses " + std::string(to_string(b.transport)) +
                               ": both ends of a link need the same transport");
         }
+      }
+    }
+  }
+
+  // A head's standby (`standby`): another head, which a producer's buffers and sequence
+  // numbers fit as they are.
+  void check_standbys() {
+    std::vector<bool> has_upstream(raw_nodes_.size(), false);
+    for (const RawNode& raw : raw_nodes_) {
+      for (const auto& link : raw.links) has_upstream[link.to] = true;
+    }
+    for (size_t i = 0; i < raw_nodes_.size(); ++i) {
+      const RawNode& raw = raw_nodes_[i];
+      const NodeSpec& a = raw.spec;
+      if (a.standby.empty()) continue;
+      const std::string name = "nodes." + raw.name + ".standby";
+      auto it = index_.find(a.standby);
+      if (it == index_.end()) {
+        error(raw.standby_pos, name + ": " + quoted(a.standby) + " is not a node" +
+                                   did_you_mean(a.standby, node_names_));
+        continue;
+      }
+      const NodeSpec& b = raw_nodes_[it->second].spec;
+      auto refuse = [&](const std::string& why) { error(raw.standby_pos, name + ": " + why); };
+      if (it->second == i) {
+        refuse("node " + quoted(a.name) + " cannot be its own standby");
+      } else if (has_upstream[i]) {
+        refuse(quoted(a.name) +
+               " has upstream nodes: only a head node (the one producers send "
+               "to) has a standby");
+      } else if (has_upstream[it->second]) {
+        refuse(quoted(b.name) +
+               " has upstream nodes: a standby is a head node too, one that "
+               "producers of " +
+               quoted(a.name) + " send to while it is down");
+      } else if (a.slots != b.slots || a.slot_size != b.slot_size) {
+        refuse(quoted(b.name) + " has " + std::to_string(b.slots) + " slots of " +
+               std::to_string(b.slot_size) + " bytes, " + quoted(a.name) + " " +
+               std::to_string(a.slots) + " of " + std::to_string(a.slot_size) +
+               ": a producer's buffers are sized for its head, so both need the same slots "
+               "and slot_size");
+      } else if (a.transport != b.transport || a.ingress != b.ingress) {
+        refuse(quoted(a.name) + " and " + quoted(b.name) +
+               " need the same transport and ingress: a producer keeps its transport and "
+               "buffers when it fails over");
       }
     }
   }

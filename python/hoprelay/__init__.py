@@ -61,7 +61,7 @@ __all__ = [
     "Refused", "OriginInUse", "VersionError", "StateError", "Unavailable", "InternalError", "ClosedError",
     "Producer", "Consumer", "Message", "Outcome", "Drop", "version", "strerror", "library_path",
     "OK", "EINVAL", "ECONFIG", "ENODE", "ETOOBIG", "ETIMEDOUT", "EAGAIN", "EREFUSED",
-    "EVERSION", "ESTATE", "EUNAVAILABLE", "EINTERNAL", "EORIGIN", "SEND_MORE", "MESSAGE_END",
+    "EVERSION", "ESTATE", "EUNAVAILABLE", "EINTERNAL", "EORIGIN", "SEND_MORE", "MESSAGE_END", "MESSAGE_COPY",
     "LOG_DEBUG", "LOG_INFO", "LOG_WARN", "LOG_ERROR",
 ]
 
@@ -91,6 +91,7 @@ LOG_ERROR = 4
 
 SEND_MORE = 0x1
 MESSAGE_END = 0x1
+MESSAGE_COPY = 0x2  # since 1.8: reassembled from chunks into a copy
 
 _INT_MAX = 2**31 - 1
 _SLICE_MS = 200  # timeout=None: the library is called with this timeout, again and again
@@ -1028,6 +1029,11 @@ class Message:
     def end(self):
         """True for the end-of-stream mark of `origin`."""
         return bool(self.flags & MESSAGE_END)
+
+    @property
+    def copied(self):
+        """True for a message larger than a slot, reassembled into a copy (libhoprelay 1.8)."""
+        return bool(self.flags & MESSAGE_COPY)
 
     @property
     def data(self):

@@ -6,7 +6,9 @@
 // times out while the application holds messages says so. And abandoning (1.3): a message of a
 // consumer with a state_dir whose scope an exception unwinds is abandoned, not released (not
 // recorded as taken: it comes again to the next consumer); recv then refuses, naming it, and
-// an abandoned message cannot be released or abandoned again.
+// an abandoned message cannot be released or abandoned again. Since 1.8 also one that leaves
+// its scope unreleased without an exception (nothing of a durable consumer is released
+// implicitly).
 //
 //   message_outlives TOPOLOGY NODE     (exit 0 and "message_outlives: ok" on success)
 #include <unistd.h>
@@ -48,6 +50,7 @@ void abandoned(const std::string& topology, const std::string& node) {
     hoprelay_producer_options_init(&po);
     po.origin = 77;
     hoprelay::Producer p(topology, node, &po);
+    p.flush_on_destroy(0);  // its message was never taken: nothing to wait for
     if (int rc = p.send(std::as_bytes(std::span(kFirst, std::strlen(kFirst))))) {
       fail(std::string("send: ") + hoprelay_strerror(rc));
     }
@@ -87,6 +90,24 @@ void abandoned(const std::string& topology, const std::string& node) {
       fail("a message was abandoned twice");
     }
   }
+  {
+    // Since 1.8 no message of a durable consumer is released implicitly: one that leaves its
+    // scope unreleased, with no exception, is abandoned too (released, it would be recorded
+    // as taken whether or not the application had made it durable).
+    hoprelay::Consumer c(topology, node, &co);
+    {
+      hoprelay::Message m = c.recv(10000);
+      if (!m || m.seq() != 0) fail("the abandoned message did not come again to a third consumer");
+    }
+    int status = 0;
+    if (c.recv(100, &status) || status != HOPRELAY_ESTATE) {
+      fail(std::string("recv after a durable message left its scope unreleased: ") +
+           hoprelay_strerror(status) + ", not ESTATE");
+    }
+    expect_said("recv after the implicit abandon", "recv: message 0 of origin 77 was abandoned");
+    expect_said("recv after the implicit abandon", "release each with release_at()");
+    if (c.resume_seq(77) != 0) fail("a message left unreleased was recorded as taken");
+  }
   done.store(1);
   producer.join();
   std::string rm = std::string("rm -rf ") + dir;
@@ -104,6 +125,7 @@ int main(int argc, char** argv) {
     std::atomic<bool> received{false};
     std::thread producer([&] {
       hoprelay::Producer p(topology, node);  // welcomed while the consumer's recv runs below
+      p.flush_on_destroy(0);                 // acknowledged only once the main thread releases them
       for (const char* text : {kFirst, kSecond}) {
         if (int rc = p.send(std::as_bytes(std::span(text, std::strlen(text))))) {
           fail(std::string("send: ") + hoprelay_strerror(rc));

@@ -522,6 +522,9 @@ def receive(consumer, origin, first_seq, payloads):
             expect(data.readonly and data.format == "B", "data is not a read-only byte view")
             expect(len(data) == len(payload), "message %d: %d bytes, expected %d"
                    % (seq, len(data), len(payload)))
+            # Larger than a slot: reassembled into a copy, and said (libhoprelay 1.8).
+            expect(msg.copied == (len(payload) > SLOT), "message %d (%d bytes): copied is %r"
+                   % (seq, len(payload), msg.copied))
             if bytes(data) != payload:
                 at = next(j for j in range(len(payload)) if data[j] != payload[j])
                 raise AssertionError("message %d (%d bytes) differs from byte %d on"

@@ -241,6 +241,45 @@ TEST(ConfigTest, WarnsAboutAStampWithoutRoomForItsTrailer) {
   EXPECT_TRUE(demo.warnings().empty()) << dump(demo.warnings());
 }
 
+// `standby`: a head's, naming another head whose slots, slot_size, transport and ingress a
+// producer's buffers fit as they are. Each mistake is refused at the value, naming the fix.
+TEST(ConfigTest, AStandbyIsAnotherHeadOfTheSameShape) {
+  auto errors_of = [](const std::string& nodes) {
+    try {
+      parse_topology(with_pipeline(nodes), "t.toml", {PluginCheck::Mode::kNone, ""});
+    } catch (const ConfigError& e) {
+      std::string all;
+      for (const auto& d : e.diagnostics()) all += d.format() + "\n";
+      return all;
+    }
+    return std::string();
+  };
+  const std::string b = "[nodes.b]\nlisten = \"10.0.0.3:7000\"\n";
+  const std::string a2 = "[nodes.a2]\nlisten = \"10.0.0.2:7000\"\ndownstream = [\"b\"]\n";
+  auto a = [](const std::string& standby) {
+    return "[nodes.a]\nlisten = \"10.0.0.1:7000\"\ndownstream = [\"b\"]\nstandby = " + standby +
+           "\n";
+  };
+  Topology good =
+      parse_topology(with_pipeline(a("\"a2\"") + a2 + b), "t.toml", {PluginCheck::Mode::kNone, ""});
+  EXPECT_EQ(good.find("a")->standby, "a2");
+  EXPECT_EQ(good.find("a2")->standby, "");
+  EXPECT_NE(errors_of(a("\"a3\"") + a2 + b).find("nodes.a.standby: \"a3\" is not a node"),
+            std::string::npos);
+  EXPECT_NE(errors_of(a("\"a\"") + a2 + b).find("node \"a\" cannot be its own standby"),
+            std::string::npos);
+  EXPECT_NE(errors_of(a("\"b\"") + a2 + b)
+                .find("nodes.a.standby: \"b\" has upstream nodes: a standby is a head node too"),
+            std::string::npos);
+  EXPECT_NE(errors_of(a("\"a2\"") + a2 + "slots = 32\n" + b)
+                .find("\"a2\" has 32 slots of 65536 bytes, \"a\" 64 of 65536: a producer's "
+                      "buffers are sized for its head"),
+            std::string::npos)
+      << errors_of(a("\"a2\"") + a2 + "slots = 32\n" + b);
+  EXPECT_NE(errors_of(a("7") + a2 + b).find("nodes.a.standby must be a node name (a string)"),
+            std::string::npos);
+}
+
 // A node that may stand in for a relay runs its stage: a plugin given by path must be on the
 // bypassing host too. validate says so, per host that may stand in (not for a built-in stage,
 // nor for a node on the same host).

@@ -27,8 +27,10 @@
  *    producer is closed"), a second close does nothing and returns OK. Before 1.8, close freed
  *    the handle; a program written for that still works, and keeps a few dozen bytes per
  *    handle until it exits unless it calls destroy too.
- *  - Progress: the library has no thread of its own. It moves data, acknowledgements and
- *    reconnections only inside its calls. An application that does not block in recv, send,
+ *  - Progress: the library moves data, acknowledgements and reconnections only inside its
+ *    calls. It starts threads only where a node it runs asks for them (its stage's `threads`
+ *    workers, its `link_threads`, the HTTP threads that serve its `metrics` address), and none
+ *    of them calls the application. An application that does not block in recv, send,
  *    reserve or flush polls the handle's descriptor (hoprelay_*_fd(): readable when there is
  *    work) and calls hoprelay_*_process() when it is readable.
  *  - Timeouts are in milliseconds: 0 never waits (HOPRELAY_EAGAIN), -1 waits as long as it
@@ -276,19 +278,22 @@ struct hoprelay_outcome_counts {
 void hoprelay_producer_outcomes(const hoprelay_producer* p, struct hoprelay_outcome_counts* out,
                                 size_t size);
 
-/* Ends the stream without closing: once everything sent is acknowledged, sends the
- * end-of-stream mark (the consumers learn that this origin's stream ended after its last
- * message) and waits up to timeout_ms for its acknowledgement. EAGAIN / ETIMEDOUT: not yet;
- * call again (the mark is sent once). After the first call, send and reserve return ESTATE.
- * For an application that drives the producer from its own event loop (timeout 0). */
+/* Ends the stream without closing: sends the end-of-stream mark behind every message sent
+ * (the consumers learn that this origin's stream ended after its last message) and waits up to
+ * timeout_ms for its acknowledgement, which comes once every message before it is
+ * acknowledged. Since 1.8 the mark goes at once, so that a consumer holding messages it has not
+ * released yet (a batch it has not committed) gets it too; before, it went once everything
+ * was acknowledged. EAGAIN / ETIMEDOUT: not yet; call again (the mark is sent once). After the
+ * first call, send and reserve return ESTATE. For an application that drives the producer
+ * from its own event loop (timeout 0). */
 int hoprelay_producer_end(hoprelay_producer* p, int timeout_ms);
 
 /* hoprelay_producer_end() with timeout_ms, then closes the link and frees what the producer
  * holds, whatever it returns (since 1.8 the handle itself stays, for hoprelay_producer_destroy;
  * calls on it return ESTATE, a second close returns OK). ETIMEDOUT: messages (or the end mark)
- * were still unacknowledged; if messages were, no end mark was sent (the stream did not end
- * whole). They are given up, with a warning through the log callback that says how many,
- * whether the link was up or not. */
+ * were still unacknowledged. They are given up, with a warning through the log callback that
+ * says how many, whether the link was up or not; a consumer that has the end mark has every
+ * message before it that was not dropped on the way (the outcomes say which were). */
 int hoprelay_producer_close(hoprelay_producer* p, int timeout_ms);
 
 /* Frees the handle. An open one at once: no flush and no end-of-stream mark (the consumers do
@@ -329,8 +334,12 @@ static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_optio
 }
 
 /* A message received, or the end of a stream (flags & HOPRELAY_MESSAGE_END, length 0: the
- * producer of `origin` closed after the message before `seq`). */
+ * producer of `origin` closed after the message before `seq`). Since 1.8, flags &
+ * HOPRELAY_MESSAGE_COPY: a message larger than one slot, reassembled from its chunks into a
+ * buffer of the library's (one copy), where other messages are views of the slot they landed
+ * in (none). */
 #define HOPRELAY_MESSAGE_END 0x1
+#define HOPRELAY_MESSAGE_COPY 0x2
 struct hoprelay_message {
   uint32_t origin;
   uint32_t flags;

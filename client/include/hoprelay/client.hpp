@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstddef>
-#include <exception>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -133,25 +132,21 @@ struct ConsumerHandle {
 
 // A received message (or end-of-stream mark), released when it goes out of scope. Its data is
 // the consumer's slot: valid until it is released, and never after its Consumer was closed.
-// Going out of scope because an exception unwinds the scope it was received in, a message of a
-// consumer with a state_dir is abandoned instead (the application did not take it: released,
-// it would be recorded as taken).
+// On a consumer with a state_dir (since 1.8) a message is never released implicitly: one that
+// goes out of scope unreleased is abandoned (released, it would be recorded as taken, and its
+// acknowledgement would go upstream, whether or not the application had made it durable), and
+// the consumer's next recv says so, naming it. Release each with release_at() once the
+// application has committed it. Before 1.8 only an exception unwinding its scope abandoned it.
+// An end mark, which carries no data, is released.
 class Message {
  public:
   Message() = default;
-  ~Message() {
-    if (h_ && h_->durable && std::uncaught_exceptions() > uncaught_) {
-      abandon();
-    } else {
-      release();
-    }
-  }
-  Message(Message&& o) noexcept : h_(std::move(o.h_)), m_(o.m_), uncaught_(o.uncaught_) {}
+  ~Message() { let_go(); }
+  Message(Message&& o) noexcept : h_(std::move(o.h_)), m_(o.m_) {}
   Message& operator=(Message&& o) noexcept {
-    release();
+    let_go();
     h_ = std::move(o.h_);
     m_ = o.m_;
-    uncaught_ = o.uncaught_;
     return *this;
   }
   Message(const Message&) = delete;
@@ -160,6 +155,8 @@ class Message {
   // A message not yet released, whose Consumer is open.
   explicit operator bool() const { return h_ && h_->c; }
   bool end() const { return (m_.flags & HOPRELAY_MESSAGE_END) != 0; }
+  // A message larger than a slot, reassembled into a copy (1.8; client.h).
+  bool copied() const { return (m_.flags & HOPRELAY_MESSAGE_COPY) != 0; }
   uint32_t origin() const { return m_.origin; }
   uint64_t seq() const { return m_.seq; }
   std::span<const std::byte> data() const {
@@ -185,10 +182,17 @@ class Message {
   }
 
  private:
+  // Going out of scope (or assigned over) unreleased: see the class comment.
+  void let_go() {
+    if (h_ && h_->durable && !end()) {
+      abandon();
+    } else {
+      release();
+    }
+  }
   friend class Consumer;
   std::shared_ptr<detail::ConsumerHandle> h_;
   hoprelay_message m_{};
-  int uncaught_ = 0;  // std::uncaught_exceptions() when received
 };
 
 class Consumer {
@@ -221,7 +225,6 @@ class Consumer {
     if (status) *status = rc;
     if (rc == HOPRELAY_OK) {
       m.h_ = h_;
-      m.uncaught_ = std::uncaught_exceptions();
     }
     return m;
   }

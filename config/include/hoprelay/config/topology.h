@@ -117,7 +117,12 @@ struct NodeSpec {
   // loop's, worker i takes entry (i + 1) modulo the list's length.
   std::vector<uint32_t> cpu;
   SourcePos cpu_pos;  // of the `cpu` value (a CPU this host lacks is refused at start)
-  SourcePos pos;      // where [nodes.NAME] starts
+  // A head's `standby`: another head node that producers of this one send to instead once it
+  // has been down for peer_down_timeout (and back again, the same way); empty for none. The
+  // two have the same slots, slot_size, transport and ingress (validated), so a producer's
+  // buffers and origin's sequence numbers go on unchanged (docs/topology.md).
+  std::string standby;
+  SourcePos pos;  // where [nodes.NAME] starts
 
   bool is_head() const { return upstream.empty(); }
   bool is_leaf() const { return downstream.empty(); }
