@@ -346,6 +346,8 @@ def run(topology, directory, metrics):
         check("a closed producer raises ClosedError, not a crash", closed_producer, producer)
         check("held messages keep their slots: 32 held, the 33rd waits; bytes intact",
               hold_all_slots, consumer, topology)
+        check("a producer collected without close() flushes first (libhoprelay 1.8): 200 of 200, "
+              "no end mark", finaliser_flushes, consumer, topology)
         check("log callbacks were called", lambda: expect(
             producer_log and all(isinstance(line, str) for _, line in producer_log),
             "producer log lines: %r" % producer_log[:3]))
@@ -545,6 +547,38 @@ def receive_end(consumer, origin, seq):
         expect(msg.seq == seq, "end mark seq %d, expected %d" % (msg.seq, seq))
         expect(msg.origin == origin, "end mark origin %d, expected %d" % (msg.origin, origin))
         expect(len(msg.data) == 0, "end mark with %d bytes" % len(msg.data))
+
+
+def finaliser_flushes(consumer, topology):
+    """A Producer that is collected without close(): its finaliser waits (flush_on_destroy,
+    5 s) for what it sent to be acknowledged, then goes without the end mark."""
+    payloads = [b"finaliser %d " % i + b"x" * 1000 for i in range(200)]
+    report = {}
+
+    def send_and_drop():
+        try:
+            p = hoprelay.Producer(topology, "a", connect_timeout=10)
+            for payload in payloads:
+                p.send(payload, timeout=RECV_TIMEOUT)
+            del p  # the finaliser runs here (the last reference)
+            report["done"] = True
+        except BaseException as e:  # noqa: BLE001 - reported below
+            report["error"] = "".join(traceback.format_exception(e))
+
+    thread = threading.Thread(target=send_and_drop, daemon=True)
+    thread.start()
+    for i, payload in enumerate(payloads):
+        with consumer.recv(timeout=RECV_TIMEOUT) as msg:
+            expect(not msg.end and bytes(msg.data) == payload, "message %d: %r" % (i, msg))
+    # The finaliser's flush waits for this consumer's acknowledgements: it is driven until the
+    # producer is gone, and nothing more may come (no end mark: the stream was not closed).
+    while thread.is_alive():
+        try:
+            msg = consumer.recv(timeout=0.05)
+            raise AssertionError("after the 200, %r" % msg)
+        except hoprelay.Timeout:
+            pass
+    expect(report.get("done"), "the producer: %s" % report.get("error", "still running"))
 
 
 def hold_all_slots(consumer, topology):
