@@ -2,6 +2,7 @@
 // setup path turned into status codes, and each call's log lines routed to its handle.
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -42,6 +43,13 @@ namespace {
 
 using hoprelay::config::PluginCheck;
 using hoprelay::config::Topology;
+
+// The structs the library fills as 1.0 declared them: what the calls without a size fill
+// (programs built against a header before 1.9), and the least a size may say.
+constexpr size_t kProducerStats10 = offsetof(struct hoprelay_producer_stats, bytes_sent);
+constexpr size_t kMessage10 = sizeof(hoprelay_message);
+static_assert(kProducerStats10 == 4 * sizeof(uint64_t));
+static_assert(kMessage10 == 40 || sizeof(void*) != 8);
 
 // A path, or the TOML text itself when it contains a newline. Throws ClientError.
 std::shared_ptr<const Topology> load(const char* topology, const PluginCheck& plugins) {
@@ -342,14 +350,26 @@ uint64_t hoprelay_producer_next_seq(const hoprelay_producer* p) {
   return p && p->impl ? p->impl->next_seq() : 0;
 }
 
-void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_producer_stats* out) {
+void hoprelay_producer_stats_sized(const hoprelay_producer* p, struct hoprelay_producer_stats* out,
+                                   size_t size) {
   if (!out) return;
-  *out = {};
-  if (!p || !p->impl) return;
-  out->sent = p->impl->sent();
-  out->acknowledged = p->impl->acknowledged();
-  out->bytes_acknowledged = p->impl->bytes_acknowledged();
-  out->reconnects = p->impl->reconnects();
+  struct hoprelay_producer_stats s {};
+  if (p && p->impl) {
+    s.sent = p->impl->sent();
+    s.acknowledged = p->impl->acknowledged();
+    s.bytes_acknowledged = p->impl->bytes_acknowledged();
+    s.reconnects = p->impl->reconnects();
+    s.bytes_sent = p->impl->bytes_sent();
+    s.failovers = p->impl->failovers();
+  }
+  // An older header's struct is a prefix of ours; a newer one's has more: zeroed.
+  std::memcpy(out, &s, std::min(size, sizeof s));
+  if (size > sizeof s) std::memset(reinterpret_cast<char*>(out) + sizeof s, 0, size - sizeof s);
+}
+
+// (The name in parentheses: client.h's macro of the same name passes the struct's size.)
+void(hoprelay_producer_stats)(const hoprelay_producer* p, struct hoprelay_producer_stats* out) {
+  hoprelay_producer_stats_sized(p, out, kProducerStats10);
 }
 
 uint64_t hoprelay_producer_resume_seq(const hoprelay_producer* p) {
@@ -444,9 +464,22 @@ int hoprelay_consumer_open(const char* topology, const char* node,
   return HOPRELAY_OK;
 }
 
-int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms) {
+int hoprelay_consumer_recv_sized(hoprelay_consumer* c, struct hoprelay_message* msg, size_t size,
+                                 int timeout_ms) {
   if (!msg) return fail(HOPRELAY_EINVAL, "recv: msg is null");
+  if (size < kMessage10) {
+    return fail(HOPRELAY_EINVAL, "recv: a struct hoprelay_message of " + std::to_string(size) +
+                                     " bytes; it has at least " + std::to_string(kMessage10) +
+                                     ": pass sizeof(struct hoprelay_message)");
+  }
+  // Every field the library fills today is in 1.0's message; a later one goes here, written
+  // only when `size` holds it.
   return call(c, "recv", [&](auto& impl) { return impl.recv(*msg, timeout_ms); });
+}
+
+// (The name in parentheses: client.h's macro of the same name passes the struct's size.)
+int(hoprelay_consumer_recv)(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms) {
+  return hoprelay_consumer_recv_sized(c, msg, kMessage10, timeout_ms);
 }
 
 int hoprelay_consumer_release(hoprelay_consumer* c, struct hoprelay_message* msg) {

@@ -200,6 +200,7 @@ int Producer::send(std::span<const std::byte> data, int flags, uint64_t* seq, in
   }
   frames_ += chunks;
   ++sent_;
+  bytes_sent_ += data.size();
   if (seq) *seq = s;
   pump();
   if (!(flags & HOPRELAY_SEND_MORE)) loop_.run_pending();
@@ -251,6 +252,7 @@ int Producer::commit(size_t length, int flags, uint64_t* seq) {
   const size_t chunks = std::max<size_t>(1, (length + chunk_size_ - 1) / chunk_size_);
   take_ -= reserved_buffers_ - chunks;  // the buffers the message does not fill: free again
   ++sent_;
+  bytes_sent_ += length;
   frames_ += chunks;
   if (seq) *seq = s;
   if (chunks == 1) {

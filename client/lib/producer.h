@@ -72,6 +72,8 @@ class Producer final : public transport::LinkEvents {
   uint64_t acknowledged() const { return acked_; }
   uint64_t bytes_acknowledged() const { return bytes_acked_; }
   uint64_t reconnects() const { return reconnects_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t failovers() const { return failovers_; }
   uint64_t resume_seq() const { return resume_seq_; }
   // True while the application's on_outcome callback runs (inside one of this producer's
   // calls): the C API refuses calls into the producer from there.
@@ -162,6 +164,8 @@ class Producer final : public transport::LinkEvents {
   uint64_t acked_ = 0;
   uint64_t bytes_acked_ = 0;
   uint64_t reconnects_ = 0;
+  uint64_t bytes_sent_ = 0;
+  uint64_t failovers_ = 0;  // fail_over() calls that moved to the other head
   // The head's next_seq for our origin at the first connection: below it, repeats.
   uint64_t resume_seq_ = 0;
   hoprelay_outcome_fn on_outcome_;

@@ -41,6 +41,7 @@ void Producer::fail_over() {
   failing_over_ = false;
   retired_link_ = std::move(link_);  // the one before goes now: closed a timeout ago
   head_ = next;
+  ++failovers_;
   const bool write = head_->ingress == config::Ingress::kWrite;
   link_ = transport_->connect({head_->name, head_->listen, write, head_->slots});
   watch_head();  // and back again should this one not come up either

@@ -588,6 +588,13 @@ int run_send(const SendOptions& o) {
                        std::to_string(outcomes.repeats()) +
                        (o.resume ? " the head had already (resumed)" : " repeats"))
                           .c_str());
+    if (stats.reconnects || stats.failovers) {
+      std::printf(
+          "the link to the head came back %llu time%s; the producer moved between the head "
+          "and its standby %llu time%s\n",
+          static_cast<unsigned long long>(stats.reconnects), stats.reconnects == 1 ? "" : "s",
+          static_cast<unsigned long long>(stats.failovers), stats.failovers == 1 ? "" : "s");
+    }
     outcomes.print(stats.sent);
     if (closed) {
       std::fprintf(stderr,

@@ -17,7 +17,8 @@ Publish into a hoprelay pipeline with a :class:`Producer` and consume from it wi
     # leaving the block closed the producer: flush, then the end-of-stream mark
 
 The library is found through the environment variable ``HOPRELAY_LIBRARY`` (a path) if it
-is set, else as ``libhoprelay.so.1`` by the dynamic loader. Its major version must be 1.
+is set, else where ``cmake --install`` put it beside this module (a prefix of one's own), else
+as ``libhoprelay.so.1`` by the dynamic loader. Its major version must be 1.
 
 Conventions (those of the C library):
 
@@ -98,7 +99,22 @@ _SLICE_MS = 200  # timeout=None: the library is called with this timeout, again 
 
 # ---- the library ----------------------------------------------------------------------------
 
-library_path = os.environ.get("HOPRELAY_LIBRARY") or "libhoprelay.so.1"
+def _library_path():
+    """HOPRELAY_LIBRARY; else the library installed with this module (cmake --install writes
+    its path into _installed.py, so that a venv pointed at a prefix of one's own loads that
+    prefix's); else the soname, as the dynamic linker finds it."""
+    if os.environ.get("HOPRELAY_LIBRARY"):
+        return os.environ["HOPRELAY_LIBRARY"]
+    try:
+        from hoprelay._installed import LIBRARY  # pylint: disable=import-outside-toplevel
+        if os.path.exists(LIBRARY):
+            return LIBRARY
+    except ImportError:  # a source tree: not installed
+        pass
+    return "libhoprelay.so.1"
+
+
+library_path = _library_path()
 try:
     _lib = ctypes.CDLL(library_path)
 except OSError as e:
@@ -259,6 +275,8 @@ class _ProducerStats(ctypes.Structure):
         ("acknowledged", ctypes.c_uint64),
         ("bytes_acknowledged", ctypes.c_uint64),
         ("reconnects", ctypes.c_uint64),
+        ("bytes_sent", ctypes.c_uint64),  # since 1.9, as the next one
+        ("failovers", ctypes.c_uint64),
     ]
 
 
@@ -295,7 +313,15 @@ _producer_max_message = _declare("hoprelay_producer_max_message", _c_size, _H)
 _producer_max_reserve = _declare("hoprelay_producer_max_reserve", _c_size, _H)
 _producer_origin = _declare("hoprelay_producer_origin", _c_u32, _H)
 _producer_next_seq = _declare("hoprelay_producer_next_seq", _c_u64, _H)
-_producer_stats = _declare("hoprelay_producer_stats", None, _H, _P(_ProducerStats))
+# Since 1.9 the structs the library fills go with their size; an older library fills 1.0's
+# (the counters it does not have stay 0).
+if hasattr(_lib, "hoprelay_producer_stats_sized"):
+    _stats_sized = _declare("hoprelay_producer_stats_sized", None, _H, _P(_ProducerStats), _c_size)
+
+    def _producer_stats(h, out):
+        _stats_sized(h, out, ctypes.sizeof(_ProducerStats))
+else:
+    _producer_stats = _declare("hoprelay_producer_stats", None, _H, _P(_ProducerStats))
 _producer_outcomes = _declare("hoprelay_producer_outcomes", None, _H, _P(_OutcomeCounts), _c_size)
 _producer_resume_seq = _declare("hoprelay_producer_resume_seq", _c_u64, _H)
 _producer_end = _declare("hoprelay_producer_end", _c_int, _H, _c_int)
@@ -304,7 +330,14 @@ _producer_destroy = _declare("hoprelay_producer_destroy", None, _H)
 
 _consumer_open = _declare("hoprelay_consumer_open", _c_int, ctypes.c_char_p, ctypes.c_char_p,
                           _P(_ConsumerOptions), _P(_H))
-_consumer_recv = _declare("hoprelay_consumer_recv", _c_int, _H, _P(_Message), _c_int)
+if hasattr(_lib, "hoprelay_consumer_recv_sized"):
+    _recv_sized = _declare("hoprelay_consumer_recv_sized", _c_int, _H, _P(_Message), _c_size,
+                           _c_int)
+
+    def _consumer_recv(h, msg, timeout_ms):
+        return _recv_sized(h, msg, ctypes.sizeof(_Message), timeout_ms)
+else:
+    _consumer_recv = _declare("hoprelay_consumer_recv", _c_int, _H, _P(_Message), _c_int)
 _consumer_release = _declare("hoprelay_consumer_release", _c_int, _H, _P(_Message))
 _consumer_release_at = _declare("hoprelay_consumer_release_at", _c_int, _H, _P(_Message), _c_u64)
 # Since 1.3; with an older library the module keeps the refusal to itself (Consumer.recv).
@@ -853,9 +886,11 @@ class Producer(_Handle):
         return self._get(_producer_max_reserve)
 
     def stats(self):
-        """{'sent', 'acknowledged', 'bytes_acknowledged', 'reconnects'}: the producer's
-        counters (messages handed to send or commit; of them, acknowledged by the head; their
-        bytes; times the link came back after a drop)."""
+        """{'sent', 'acknowledged', 'bytes_acknowledged', 'reconnects', 'bytes_sent',
+        'failovers'}: the producer's counters (messages handed to send or commit; of them,
+        acknowledged by the head; their bytes; times the link came back after a drop; the bytes
+        of the messages sent; times it moved between its head and the head's standby; the last
+        two since libhoprelay 1.9, 0 with an older one)."""
         out = _ProducerStats()
         self._get(lambda h: _producer_stats(h, ctypes.byref(out)))
         return {name: getattr(out, name) for name, _ in _ProducerStats._fields_}

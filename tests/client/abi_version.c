@@ -2,8 +2,9 @@
  * it: options never filled in by _init (zeroed, or garbage), options of another major version,
  * and options from a newer header than the library's are refused with HOPRELAY_EVERSION and a
  * text that says what to do; options of an older minor version (1.3's producer options, before
- * run_head) open as before; send and commit refuse flags they do not know. C, against the public
- * header and the shared library only.
+ * run_head) open as before; send and commit refuse flags they do not know; the structs the
+ * library fills go by the caller's size (1.9). C, against the public header and the shared
+ * library only.
  *
  *   abi_version     (exit 0 and "abi_version: ok" on success)
  *
@@ -127,6 +128,35 @@ int main(void) {
       ++failures;
     }
     hoprelay_producer_destroy(p);
+  }
+
+  /* The structs the library fills go by the caller's size (1.9): a newer header's larger
+   * stats get the rest zeroed; a message smaller than 1.0's is refused, naming the fix. */
+  {
+    struct {
+      struct hoprelay_producer_stats s;
+      uint64_t added_in_a_later_minor[3];
+    } big;
+    memset(&big, 0xFF, sizeof big);
+    hoprelay_producer_stats_sized(NULL, &big.s, sizeof big);
+    const unsigned char* b = (const unsigned char*)&big;
+    for (size_t i = 0; i < sizeof big; ++i) {
+      if (b[i] != 0) {
+        fprintf(stderr, "abi_version: stats of a newer header: byte %zu not zeroed\n", i);
+        ++failures;
+        break;
+      }
+    }
+    struct hoprelay_message m;
+    int src = hoprelay_consumer_recv_sized(NULL, &m, 8, 0);
+    if (src != HOPRELAY_EINVAL ||
+        !strstr(hoprelay_last_error(), "pass sizeof(struct hoprelay_message)")) {
+      fprintf(stderr, "abi_version: recv into 8 bytes: %s: %s\n", hoprelay_strerror(src),
+              hoprelay_last_error());
+      ++failures;
+    } else {
+      printf("abi_version: recv into 8 bytes: %s\n", hoprelay_last_error());
+    }
   }
 
   if (failures) return 1;

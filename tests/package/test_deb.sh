@@ -266,4 +266,17 @@ cmake --install "$BUILD" --prefix "$pfx" >/dev/null || fail "cmake --install --p
 grep -qx "prefix=$pfx" "$pfx/lib/$arch/pkgconfig/hoprelay.pc" ||
   fail "hoprelay.pc under --prefix $pfx says: $(head -1 "$pfx/lib/$arch/pkgconfig/hoprelay.pc")"
 [[ -d $pfx/etc/hoprelay ]] || fail "cmake --install --prefix $pfx made no $pfx/etc/hoprelay"
+# A venv pointed at that prefix as docs/client.md says (a .pth file naming hoprelay.pc's
+# pythondir) imports the module, which loads that prefix's library: no PYTHONPATH, no
+# HOPRELAY_LIBRARY, no LD_LIBRARY_PATH.
+if ! ldd "$pfx/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
+  python3 -m venv --without-pip "$root/venv" || fail "python3 -m venv"
+  site=$("$root/venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
+  PKG_CONFIG_PATH=$pfx/lib/$arch/pkgconfig pkg-config --variable=pythondir hoprelay >"$site/hoprelay.pth"
+  loaded=$(env -u PYTHONPATH -u HOPRELAY_LIBRARY -u LD_LIBRARY_PATH "$root/venv/bin/python" -c \
+    'import hoprelay; print(hoprelay.library_path, hoprelay.version())') ||
+    fail "a venv with hoprelay.pth ($(cat "$site/hoprelay.pth")) cannot import hoprelay"
+  [[ $loaded == "$pfx/lib/$arch/libhoprelay.so.1 (1, "* ]] ||
+    fail "the venv's hoprelay loaded $loaded, not $pfx's library"
+fi
 echo "test_deb: package $deb installs and validates its example: $out; examples built with pkg-config: 5000 + 3000 + 10 empty messages producer -> a -> b -> consumer, 0 corrupt"

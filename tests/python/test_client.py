@@ -506,7 +506,8 @@ def producer_properties(producer):
     expect(got["max_reserve"] == SLOT, "max_reserve (one slot): %r" % got)
     expect(producer.fileno() >= 0, "fileno %r" % producer.fileno())
     stats = producer.stats()
-    expect(stats == {"sent": 0, "acknowledged": 0, "bytes_acknowledged": 0, "reconnects": 0},
+    expect(stats == {"sent": 0, "acknowledged": 0, "bytes_acknowledged": 0, "reconnects": 0,
+                     "bytes_sent": 0, "failovers": 0},
            "stats %r" % stats)
     return got
 
@@ -741,6 +742,9 @@ def producer_done(thread, report):
            "send/commit returned seqs other than 0..1499")
     stats = report.get("stats_before_close")
     expect(stats and stats["sent"] == len(EXPECTED), "stats before close: %r" % stats)
+    # (libhoprelay 1.9's counter, filled through the struct's size)
+    expect(stats["bytes_sent"] == sum(len(e) for e in EXPECTED),
+           "bytes_sent %r of %d" % (stats["bytes_sent"], sum(len(e) for e in EXPECTED)))
     # Nothing dropped (the consumer's stage drops nothing); a fresh origin.
     outcomes = report.get("outcomes")
     # (read before close: what was acknowledged by then; none of it dropped)

@@ -38,7 +38,12 @@
  *
  * Versioning: the soname's major number changes with an incompatible change of this header;
  * HOPRELAY_CLIENT_VERSION_MINOR grows with additions. Options structs carry their size and
- * the header's version (set by hoprelay_*_options_init()), which open checks.
+ * the header's version (set by hoprelay_*_options_init()), which open checks. The structs the
+ * library fills (hoprelay_message, hoprelay_producer_stats, hoprelay_outcome_counts) grow only
+ * at their end, and the library fills as many bytes as the caller's header says they have:
+ * the calls that fill them take that size (hoprelay_consumer_recv and hoprelay_producer_stats
+ * are macros that pass sizeof of the caller's struct, since 1.9), so a program built against
+ * an older header keeps working with a newer library.
  *
  * Language: C99 or later (static inline functions), or C++. */
 #ifndef HOPRELAY_CLIENT_H
@@ -52,7 +57,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 8
+#define HOPRELAY_CLIENT_VERSION_MINOR 9
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -254,13 +259,25 @@ uint32_t hoprelay_producer_origin(const hoprelay_producer* p);
 /* The sequence number the next message gets. */
 uint64_t hoprelay_producer_next_seq(const hoprelay_producer* p);
 
+/* The producer's counters. Grows at its end in minor versions (filled through its size). */
 struct hoprelay_producer_stats {
   uint64_t sent;         /* messages sent (handed to send or commit) */
   uint64_t acknowledged; /* of them, acknowledged by the head */
   uint64_t bytes_acknowledged;
   uint64_t reconnects; /* times the link to the head came back after a drop */
+  /* Since 1.9: */
+  uint64_t bytes_sent; /* of the messages sent */
+  uint64_t failovers;  /* times the producer moved between its head and the head's standby */
 };
+/* Fills the first `size` bytes of *out (sizeof(struct hoprelay_producer_stats) of the caller's
+ * header; larger than the library's: the rest zeroed). Since 1.9. */
+void hoprelay_producer_stats_sized(const hoprelay_producer* p, struct hoprelay_producer_stats* out,
+                                   size_t size);
+/* Fills the counters of 1.0 (sent to reconnects). The macro below replaces it in programs
+ * built against this header, passing the struct's size; the function stays for programs built
+ * against an older one, and for callers that take its address. */
 void hoprelay_producer_stats(const hoprelay_producer* p, struct hoprelay_producer_stats* out);
+#define hoprelay_producer_stats(p, out) hoprelay_producer_stats_sized((p), (out), sizeof *(out))
 
 /* Since 1.1: one past the highest sequence number the head had taken from this origin when
  * the producer connected (0: none): where a restarted producer resumes (first_seq). */
@@ -340,7 +357,7 @@ static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_optio
  * in (none). */
 #define HOPRELAY_MESSAGE_END 0x1
 #define HOPRELAY_MESSAGE_COPY 0x2
-struct hoprelay_message {
+struct hoprelay_message { /* grows at its end in minor versions (filled through its size) */
   uint32_t origin;
   uint32_t flags;
   uint64_t seq;
@@ -370,6 +387,15 @@ int hoprelay_consumer_open(const char* topology, const char* node,
  * messages arrived, so one message held keeps the slots of those released after it too: the
  * stream stops once `slots` frames have arrived after it (recv's ETIMEDOUT names it). */
 int hoprelay_consumer_recv(hoprelay_consumer* c, struct hoprelay_message* msg, int timeout_ms);
+/* Since 1.9: recv into a struct hoprelay_message of `size` bytes (sizeof of the caller's
+ * header; at least that of 1.0), filling what it has: the macro below makes every
+ * hoprelay_consumer_recv() of a program built against this header this call. The function
+ * hoprelay_consumer_recv fills the message of 1.0, for programs built against older headers.
+ * EINVAL: a size smaller than 1.0's message. */
+int hoprelay_consumer_recv_sized(hoprelay_consumer* c, struct hoprelay_message* msg, size_t size,
+                                 int timeout_ms);
+#define hoprelay_consumer_recv(c, msg, timeout_ms) \
+  hoprelay_consumer_recv_sized((c), (msg), sizeof *(msg), (timeout_ms))
 /* Gives a message back (acknowledged upstream, in order). Its data must not be read after.
  * With a state_dir, the acknowledgement waits until the release is durable (one fdatasync for
  * all releases of one round of the library's work, inside a later call), and the durable
