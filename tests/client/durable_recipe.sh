@@ -3,8 +3,8 @@
 # batches"), as a reader would run it. Takes the section's C block as written, builds it against
 # this tree's header and library, and runs it as node solo (a head and a leaf) with a state
 # directory while `hoprelay send --file --framing lines` streams 200,000 lines of 0 to 120 bytes
-# into it at 40,000 a second; the consumer is killed with SIGKILL twice mid-stream and started
-# again. The output must end byte-equal to the input (nothing lost, nothing twice), the
+# into it at 40,000 a second; the consumer is killed with SIGKILL three times mid-stream and
+# once near the end of the stream, and started again each time. The output must end byte-equal to the input (nothing lost, nothing twice), the
 # consumer exit 0 at the end mark, and the producer exit 0.
 #   tests/client/durable_recipe.sh SOURCE_DIR LIBHOPRELAY_SO HOPRELAY_BIN
 set -euo pipefail
@@ -56,13 +56,23 @@ start_consumer
 "$hoprelay" send --topology "$work/t.toml" --to solo --file "$work/in.txt" --framing lines \
   --origin 9 --rate 40000 --connect-timeout 30 >"$work/send.log" 2>&1 &
 send_pid=$!
-for at in 1.5 1.5; do
+for at in 1.2 1.2 1.2; do
   sleep "$at"
   kill -0 "$send_pid" 2>/dev/null || fail "the stream ended before the consumer was killed"
   kill -9 "$consumer_pid"
   wait "$consumer_pid" 2>/dev/null || true
   start_consumer
 done
+# Once more at the end of the stream: when the output holds 95 % of the input (the last
+# 10,000 lines, a quarter of a second at this rate), with a batch of it not yet committed.
+size=$(stat -c %s "$work/in.txt")
+until (($(stat -c %s "$work/out.txt" 2>/dev/null || echo 0) * 100 >= size * 95)); do
+  kill -0 "$consumer_pid" 2>/dev/null || fail "the consumer ended before 95 % of the output"
+  sleep 0.01
+done
+kill -9 "$consumer_pid" 2>/dev/null || fail "the consumer ended before the kill at the end of the stream"
+wait "$consumer_pid" 2>/dev/null || true
+start_consumer
 wait "$send_pid" || fail "hoprelay send exited with $?"
 send_pid=
 for _ in $(seq 200); do
@@ -72,4 +82,4 @@ done
 wait "$consumer_pid" || fail "the consumer exited with $?"
 consumer_pid=
 cmp "$work/in.txt" "$work/out.txt" || fail "the output differs from the input"
-echo "client.durable_recipe: 200000 lines, the consumer killed twice: the output is byte-equal"
+echo "client.durable_recipe: 200000 lines, the consumer killed 3 times mid-stream and once at the end: the output is byte-equal"
