@@ -23,8 +23,10 @@ const BuildInfo& build_info() {
 
 std::string version_text(std::string_view program) {
   const BuildInfo& b = build_info();
-  return fmt::format("{} {}\ncommit: {}\nstage ABI: {}\nwire protocol: {}\ntransports: {}", program,
-                     b.version, b.commit, b.stage_abi, b.protocol, b.transports);
+  return fmt::format(
+      "{} {}\ncommit: {}\nstage ABI: {}\nwire protocol: {} (speaks {} to {})\ntransports: {}",
+      program, b.version, b.commit, b.stage_abi, b.protocol, transport::kWireVersionMin,
+      transport::kWireVersion, b.transports);
 }
 
 }  // namespace hoprelay::daemon

@@ -639,7 +639,7 @@ TEST(Cli, VersionSaysWhatWasBuilt) {
   // Both binaries, exit 0, the same facts (one source: daemon/src/build_info.cpp), and no
   // topology needed (hoprelayd's --topology is otherwise required).
   const std::regex facts(
-      R"( \d+\.\d+\.\d+\ncommit: [0-9a-z-]+\nstage ABI: \d+\.\d+\nwire protocol: \d+\n)"
+      R"( \d+\.\d+\.\d+\ncommit: [0-9a-z-]+\nstage ABI: \d+\.\d+\nwire protocol: \d+ \(speaks \d+ to \d+\)\n)"
       R"(transports: tcp, verbs\n$)");
   RunResult d = run({HOPRELAYD_BIN, "--version"});
   EXPECT_EQ(d.code, 0) << d.output;

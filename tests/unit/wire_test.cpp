@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <random>
+#include <string>
 
 namespace hoprelay::transport {
 namespace {
@@ -119,8 +121,13 @@ TEST(Wire, ChunksCarryTheirIndexWhereCreditFramesCarryCredits) {
   b[2] = std::byte{3};
   EXPECT_EQ(decode_header(b.data(), {65536}, out), WireError::kBadVersion);
   EXPECT_EQ(version_mismatch_text(b.data()),
-            "the peer speaks wire protocol version 3, this end speaks 6: run the same hoprelay "
-            "release on both ends of a link");
+            "the peer speaks wire protocol version 3, this end speaks 6 to 7: upgrade hoprelay "
+            "(or libhoprelay) on the peer's host; a release speaks its own wire version and the "
+            "one before it");
+  b[2] = std::byte{9};  // a later release that changed the frames and speaks 6 no more
+  EXPECT_NE(version_mismatch_text(b.data()).find("version 9, this end speaks 6 to 7: upgrade "
+                                                 "hoprelay (or libhoprelay) on this host"),
+            std::string::npos);
   // No chunk can follow the highest index.
   FrameHeader wrap{FrameType::kData, kFlagMore, 10, 5, 99};
   wrap.chunk = UINT32_MAX;
@@ -142,7 +149,7 @@ TEST(Wire, RandomHeadersNeverDecodeOutOfLimits) {
     if (i % 2) {  // half with a valid prefix so the deeper checks are reached
       b[0] = std::byte{0x48};
       b[1] = std::byte{0x52};
-      b[2] = std::byte{kWireVersion};
+      b[2] = std::byte{kFrameFormat};
       b[3] = std::byte(1 + rng() % 6);
       b[6] = b[7] = std::byte{0};
       b[5] = std::byte{0};
@@ -227,7 +234,7 @@ TEST(WireVerbs, CmHelloFitsTheConnectPrivateData) {
   EXPECT_EQ(std::string(out.name), name);
   EXPECT_EQ(out.origin, 5u);
   auto bad = b;
-  bad[0] = std::byte{kWireVersion + 1};
+  bad[0] = std::byte{kFrameFormat + 1};
   EXPECT_FALSE(decode_cm_hello(bad, out)) << "version";
   bad = b;
   bad[2] = std::byte{49};
@@ -282,6 +289,89 @@ TEST(Backoff, DoublesWithJitterUpToTheMaximumAndResets) {
   EXPECT_LE(b.next().count(), Backoff::kMinMs);
   b.slowest();
   EXPECT_GE(b.next().count(), Backoff::kMaxMs / 2);
+}
+
+}  // namespace
+}  // namespace hoprelay::transport
+
+namespace hoprelay::transport {
+namespace {
+
+// Version 7's negotiation (docs/protocol.md, "Versioning"): each side's range and features
+// travel where version 6 reads nothing, and a link speaks the highest version of both.
+TEST(WireNegotiation, TwoReleasesAgreeOnTheHighestCommonVersionAndTheFeaturesBothHave) {
+  WireAgreement a;
+  ASSERT_TRUE(agree(own_offer(), own_offer(), a));
+  EXPECT_EQ(a.version, kWireVersion);
+  EXPECT_EQ(a.features, kFeatures);
+  // A peer of version 6 sends no offer: the link speaks 6, with 6's features.
+  ASSERT_TRUE(agree(own_offer(), WireOffer{}, a));
+  EXPECT_EQ(a.version, 6);
+  EXPECT_EQ(a.features, kFeaturesOf6);
+  EXPECT_EQ(older_peer_text(a), "; wire protocol 6: the peer's release is older");
+  EXPECT_EQ(older_peer_text(WireAgreement{}), "");
+  // A later release (7 to 8, a feature more): 7, and only the features both have.
+  WireOffer later{7, 8, kFeatures | 0x100, true};
+  ASSERT_TRUE(agree(own_offer(), later, a));
+  EXPECT_EQ(a.version, 7);
+  EXPECT_EQ(a.features, kFeatures);
+  // Ranges that do not meet, either way round: refused, naming both and what to upgrade.
+  WireOffer newer{8, 9, kFeatures, true};
+  EXPECT_FALSE(agree(own_offer(), newer, a));
+  EXPECT_EQ(
+      no_common_version_text(own_offer(), newer),
+      "the peer speaks wire protocol versions 8 to 9, this end 6 to 7: upgrade hoprelay (or "
+      "libhoprelay) on this host; a release speaks its own wire version and the one before it");
+  WireOffer older{5, 5, kFeaturesOf6, true};
+  EXPECT_FALSE(agree(own_offer(), older, a));
+  EXPECT_NE(no_common_version_text(own_offer(), older).find("on the peer's host"),
+            std::string::npos);
+}
+
+TEST(WireNegotiation, OffersRoundTripAndAnythingElseIsVersion6) {
+  const WireOffer mine = own_offer();
+  WireOffer back = offer_of_field(offer_field(mine));
+  EXPECT_TRUE(back.present);
+  EXPECT_EQ(back.min, kWireVersionMin);
+  EXPECT_EQ(back.max, kWireVersion);
+  EXPECT_EQ(back.features, kFeatures);
+  // What version 6 puts there (0), garbage, and a range upside down: no offer.
+  for (uint64_t field :
+       {uint64_t{0}, uint64_t{0x1234567890abcdef}, offer_field(WireOffer{7, 6, 0, true})}) {
+    back = offer_of_field(field);
+    EXPECT_FALSE(back.present) << std::hex << field;
+    EXPECT_EQ(back.max, 6);
+  }
+  // Over TCP the offer is the hello's header seq: version 6 decodes such a header as before.
+  FrameHeader h{FrameType::kHello};
+  h.length = kHelloSize;
+  h.seq = offer_field(mine);
+  std::array<std::byte, kFrameHeaderSize> b;
+  encode_header(h, b.data());
+  EXPECT_EQ(uint8_t(b[2]), 6) << "the frames of 7 are 6's";
+  FrameHeader out;
+  ASSERT_EQ(decode_header(b.data(), {4096}, out), WireError::kOk);
+  EXPECT_TRUE(offer_of_field(out.seq).present);
+}
+
+TEST(WireNegotiation, TheVerbsHelloCarriesTheOfferWhenTheNameLeavesRoom) {
+  for (size_t len : {size_t{1}, kMaxNameWithCmOffer, kMaxNameWithCmOffer + 1, kMaxNodeName}) {
+    HelloBody h;
+    const std::string name(len, 'n');
+    std::strncpy(h.name, name.c_str(), kMaxNodeName);
+    h.offer = own_offer();
+    std::array<std::byte, kCmHelloSize> b;
+    encode_cm_hello(h, b.data());
+    EXPECT_EQ(uint8_t(b[0]), 6);
+    HelloBody out;
+    ASSERT_TRUE(decode_cm_hello(b, out)) << len;
+    EXPECT_EQ(std::string(out.name), name);
+    // A name longer than 40 characters fills the room: that link speaks 6.
+    EXPECT_EQ(out.offer.present, len <= kMaxNameWithCmOffer) << len;
+    WireAgreement a;
+    ASSERT_TRUE(agree(own_offer(), out.offer, a));
+    EXPECT_EQ(a.version, len <= kMaxNameWithCmOffer ? kWireVersion : 6) << len;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "hoprelay/transport/outcome.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace hoprelay::transport {
@@ -53,7 +54,7 @@ std::string_view reason_label(WireError e) {
 //         origin u32 | seq u64 | credits u32 (data frames: chunk) | slot u32
 void encode_header(const FrameHeader& h, std::byte* out) {
   store_le<uint16_t>(out + 0, kFrameMagic);
-  out[2] = std::byte{kWireVersion};
+  out[2] = std::byte{kFrameFormat};
   out[3] = std::byte{static_cast<uint8_t>(h.type)};
   store_le<uint16_t>(out + 4, h.flags);
   store_le<uint16_t>(out + 6, 0);
@@ -67,7 +68,7 @@ void encode_header(const FrameHeader& h, std::byte* out) {
 
 WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHeader& out) {
   if (load_le<uint16_t>(in) != kFrameMagic) return WireError::kBadMagic;
-  if (uint8_t(in[2]) != kWireVersion) return WireError::kBadVersion;
+  if (uint8_t(in[2]) != kFrameFormat) return WireError::kBadVersion;
   uint8_t type = uint8_t(in[3]);
   if (type < uint8_t(FrameType::kHello) || type > uint8_t(FrameType::kOutcome)) {
     return WireError::kBadType;
@@ -102,10 +103,82 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
   return WireError::kOk;
 }
 
+namespace {
+
+std::string range_text(uint8_t min, uint8_t max) {
+  return min == max ? std::to_string(min) : std::to_string(min) + " to " + std::to_string(max);
+}
+
+std::string upgrade_text(bool peer_older) {
+  return peer_older ? ": upgrade hoprelay (or libhoprelay) on the peer's host; a release speaks "
+                      "its own wire version and the one before it"
+                    : ": upgrade hoprelay (or libhoprelay) on this host; a release speaks its "
+                      "own wire version and the one before it";
+}
+
+constexpr uint16_t kOfferMagic = 0x564e;  // "NV"
+
+}  // namespace
+
 std::string version_mismatch_text(const std::byte* frame) {
-  return "the peer speaks wire protocol version " + std::to_string(uint8_t(frame[2])) +
-         ", this end speaks " + std::to_string(kWireVersion) +
-         ": run the same hoprelay release on both ends of a link";
+  // Frames of version 6 and 7 say 6 (kFrameFormat); before 6 each version said its own.
+  const uint8_t peer = uint8_t(frame[2]);
+  return "the peer speaks wire protocol version " + std::to_string(peer) + ", this end speaks " +
+         range_text(kWireVersionMin, kWireVersion) + upgrade_text(peer < kWireVersionMin);
+}
+
+WireOffer own_offer() {
+  return WireOffer{kWireVersionMin, kWireVersion, kFeatures, true};
+}
+
+// Layout: magic u16 "NV" | min u8 | max u8 | features u32
+void encode_offer(const WireOffer& o, std::byte* out) {
+  store_le<uint16_t>(out, kOfferMagic);
+  out[2] = std::byte{o.min};
+  out[3] = std::byte{o.max};
+  store_le<uint32_t>(out + 4, o.features);
+}
+
+WireOffer decode_offer(const std::byte* in) {
+  WireOffer o;  // version 6's, not present
+  if (load_le<uint16_t>(in) != kOfferMagic) return o;
+  const uint8_t min = uint8_t(in[2]), max = uint8_t(in[3]);
+  if (min == 0 || min > max) return o;  // not an offer: as one that sent none
+  o.min = min;
+  o.max = max;
+  o.features = load_le<uint32_t>(in + 4);
+  o.present = true;
+  return o;
+}
+
+uint64_t offer_field(const WireOffer& o) {
+  std::byte b[kOfferSize];
+  encode_offer(o, b);
+  return load_le<uint64_t>(b);
+}
+
+WireOffer offer_of_field(uint64_t field) {
+  std::byte b[kOfferSize];
+  store_le<uint64_t>(b, field);
+  return decode_offer(b);
+}
+
+bool agree(const WireOffer& mine, const WireOffer& peer, WireAgreement& out) {
+  const uint8_t low = std::max(mine.min, peer.min), high = std::min(mine.max, peer.max);
+  if (low > high) return false;
+  out.version = high;
+  out.features = mine.features & peer.features;
+  return true;
+}
+
+std::string older_peer_text(const WireAgreement& wire) {
+  if (wire.version >= kWireVersion) return {};
+  return "; wire protocol " + std::to_string(wire.version) + ": the peer's release is older";
+}
+
+std::string no_common_version_text(const WireOffer& mine, const WireOffer& peer) {
+  return "the peer speaks wire protocol versions " + range_text(peer.min, peer.max) +
+         ", this end " + range_text(mine.min, mine.max) + upgrade_text(peer.max < mine.min);
 }
 
 bool valid_node_name(std::string_view name) {
@@ -162,16 +235,20 @@ bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out) {
 void encode_cm_hello(const HelloBody& h, std::byte* out) {
   std::memset(out, 0, kCmHelloSize);
   size_t n = strnlen(h.name, kMaxNodeName);
-  out[0] = std::byte{kWireVersion};
+  out[0] = std::byte{kFrameFormat};
   out[1] = std::byte{static_cast<uint8_t>(h.role)};
   out[2] = std::byte{static_cast<uint8_t>(n)};
   store_le<uint32_t>(out + 4, h.origin);
   std::memcpy(out + 8, h.name, n);
+  // Version 6 reads the name's n bytes and nothing after them.
+  if (h.offer.present && n <= kMaxNameWithCmOffer) {
+    encode_offer(h.offer, out + kCmHelloSize - kOfferSize);
+  }
 }
 
 bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out) {
   if (in.size() < kCmHelloSize) return false;
-  if (uint8_t(in[0]) != kWireVersion || uint8_t(in[3]) != 0) return false;
+  if (uint8_t(in[0]) != kFrameFormat || uint8_t(in[3]) != 0) return false;
   uint8_t role = uint8_t(in[1]);
   size_t n = uint8_t(in[2]);
   if (role != uint8_t(PeerRole::kNode) && role != uint8_t(PeerRole::kProducer)) return false;
@@ -181,12 +258,14 @@ bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out) {
   out.topology_hash = 0;  // does not fit: the sender compares against the welcome's
   std::memset(out.name, 0, sizeof(out.name));
   std::memcpy(out.name, in.data() + 8, n);
+  out.offer =
+      n <= kMaxNameWithCmOffer ? decode_offer(in.data() + kCmHelloSize - kOfferSize) : WireOffer{};
   return valid_node_name({out.name, n});
 }
 
 void encode_cm_welcome(const CmWelcome& w, std::byte* out) {
   std::memset(out, 0, kCmWelcomeSize);
-  out[0] = std::byte{kWireVersion};
+  out[0] = std::byte{kFrameFormat};
   out[1] = std::byte{w.auth ? kCmAuth : uint8_t{0}};
   store_le<uint32_t>(out + 4, w.slots);
   store_le<uint32_t>(out + 8, w.slot_size);
@@ -198,7 +277,7 @@ void encode_cm_welcome(const CmWelcome& w, std::byte* out) {
 }
 
 bool decode_cm_welcome(std::span<const std::byte> in, CmWelcome& out) {
-  if (in.size() < kCmWelcomeSize || uint8_t(in[0]) != kWireVersion) return false;
+  if (in.size() < kCmWelcomeSize || uint8_t(in[0]) != kFrameFormat) return false;
   uint8_t flags = uint8_t(in[1]);
   if (flags & ~kCmAuth) return false;
   out.auth = flags & kCmAuth;

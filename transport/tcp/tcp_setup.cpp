@@ -257,6 +257,11 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   peer_.name = hello.name;
   peer_.topology_hash = hello.topology_hash;
   peer_.origin = hello.origin;
+  // The offer rides in the header's seq, which version 6 sends as 0 and never reads.
+  const WireOffer offer = offer_of_field(h.seq);
+  if (!agree(own_offer(), offer, peer_.wire)) {
+    return reject(no_common_version_text(own_offer(), offer));
+  }
   std::string reason;
   if (!transport_.events().admit(peer_, reason)) return reject(reason);
   if (!transport_.identity().auth) return admitted(false);
@@ -317,6 +322,7 @@ void TcpInbound::admitted(bool authenticated) {
   encode_welcome(w, body_out.data());
   FrameHeader wh{FrameType::kWelcome};
   wh.length = kWelcomeSize;
+  wh.seq = offer_field(own_offer());  // (a sender of version 6 reads no header field here)
   if (authenticated) {
     // Our answer: the sender checks it before it sends a single message.
     Mac proof = auth_.proof(*transport_.identity().auth, std::span(body_out).first(kWelcomeSize));
@@ -328,8 +334,8 @@ void TcpInbound::admitted(bool authenticated) {
   send_control(wh, std::span(body_out).first(wh.length));
   if (state_ == State::kClosed) return;
   state_ = State::kUp;
-  log().info("inbound link up: {} from {}{}", peer_.name, peer_.address,
-             authenticated ? " (authenticated)" : "");
+  log().info("inbound link up: {} from {}{}{}", peer_.name, peer_.address,
+             authenticated ? " (authenticated)" : "", older_peer_text(peer_.wire));
   transport_.events().on_inbound_up(*this);
 }
 
@@ -459,6 +465,7 @@ void TcpOutbound::on_connected() {
   std::array<std::byte, kFrameHeaderSize + kHelloSize> buf;
   FrameHeader h{FrameType::kHello};
   h.length = kHelloSize;
+  h.seq = offer_field(own_offer());  // (a receiver of version 6 reads no header field here)
   encode_header(h, buf.data());
   encode_hello(hello, buf.data() + kFrameHeaderSize);
   std::memcpy(hello_.data(), buf.data() + kFrameHeaderSize, kHelloSize);
@@ -506,6 +513,13 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
       return refuse_peer(*why);
     }
   }
+  const WireOffer offer = offer_of_field(h.seq);
+  if (!agree(own_offer(), offer, wire_)) {  // (a receiver of our range rejects us first)
+    log().error("not sending to {} at {}: {}", peer_name_, params_.address.to_string(),
+                no_common_version_text(own_offer(), offer));
+    backoff_.slowest();
+    return drop("no common wire protocol version", true);
+  }
   if (timer_) transport_.loop().cancel(timer_);
   timer_ = 0;
   if (w.topology_hash != transport_.identity().topology_hash) {
@@ -521,8 +535,8 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   written_off_ = 0;
   backoff_.reset();
   state_ = State::kUp;
-  log().info("outbound link up: {} at {} ({} credits)", peer_name_, params_.address.to_string(),
-             peer_slots_);
+  log().info("outbound link up: {} at {} ({} credits{})", peer_name_, params_.address.to_string(),
+             peer_slots_, older_peer_text(wire_));
   transport_.events().on_outbound_up(*this);
   transport_.events().on_credit(*this);
 }

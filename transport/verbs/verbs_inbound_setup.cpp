@@ -29,6 +29,7 @@ VerbsInbound::VerbsInbound(VerbsTransport& transport, rdma_cm_id* id, const Hell
   peer_.name = hello.name;
   peer_.origin = hello.origin;
   peer_.topology_hash = hello.topology_hash;
+  (void)agree(own_offer(), hello.offer, peer_.wire);  // (on_connect_request checked they meet)
   // IPv4 or IPv6: admission compares it with the declared host (node.cpp, host_of).
   const std::string addr = address_text(rdma_get_peer_addr(id), false);
   peer_.address = addr;
@@ -93,11 +94,14 @@ void VerbsInbound::accept() {
     if (!post_receives(ring().slots()))
       throw TransportError("ibv_post_recv failed while accepting");
   }
-  std::array<std::byte, kCmChallengeSize> pdata;
+  // Our offer behind the welcome (or the challenge), where version 6 reads nothing.
+  std::array<std::byte, kCmChallengeSize + kOfferSize> pdata;
   encode_cm_welcome(w, pdata.data());
+  const size_t welcome_size = w.auth ? kCmChallengeSize : kCmWelcomeSize;
+  encode_offer(own_offer(), pdata.data() + welcome_size);
   rdma_conn_param param{};
   param.private_data = pdata.data();
-  param.private_data_len = w.auth ? kCmChallengeSize : kCmWelcomeSize;
+  param.private_data_len = static_cast<uint8_t>(welcome_size + kOfferSize);
   param.responder_resources = 0;  // no RDMA READ in this protocol
   param.initiator_depth = 0;
   param.rnr_retry_count = kRnrRetry;
@@ -151,12 +155,12 @@ void VerbsInbound::maybe_up() {
   state_ = State::kUp;
   if (setup_timer_) transport_.loop().cancel(setup_timer_);
   setup_timer_ = 0;
-  log().info("inbound link up: {} from {} ({} slots, ingress by {}{})", peer_.name, peer_.address,
+  log().info("inbound link up: {} from {} ({} slots, ingress by {}{}{})", peer_.name, peer_.address,
              ring().slots(),
              transport_.listen_params().remote_write
                  ? "WRITE with immediate or SEND"
                  : "SEND only: the ring is not remotely writable",
-             transport_.identity().auth ? ", authenticated" : "");
+             transport_.identity().auth ? ", authenticated" : "", older_peer_text(peer_.wire));
   schedule_watch();
   transport_.events().on_inbound_up(*this);
   // Credits (and outcomes) of slots released before the link was up wait for it: without

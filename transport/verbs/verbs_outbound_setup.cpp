@@ -97,6 +97,7 @@ void VerbsOutbound::on_route_resolved() {
   hello.role = id.role;
   std::strncpy(hello.name, id.name.c_str(), kMaxNodeName);
   hello.origin = id.origin;
+  hello.offer = own_offer();  // (in the last 8 bytes, when the name leaves them free)
   encode_cm_hello(hello, cm_hello_.data());
   rdma_conn_param param{};
   param.private_data = cm_hello_.data();
@@ -116,6 +117,18 @@ void VerbsOutbound::on_established(std::span<const std::byte> private_data) {
   if (!decode_cm_welcome(private_data, w)) return drop("malformed welcome", true);
   const auto& key = transport_.identity().auth;
   if (auto why = AuthConnector::mismatch(w.auth, key != nullptr)) return refuse_peer(*why);
+  // The receiver's offer behind its welcome; version 6 sends none (the rest of the private
+  // data is zero then: no offer).
+  const size_t welcome_size = w.auth ? kCmChallengeSize : kCmWelcomeSize;
+  const WireOffer offer = private_data.size() >= welcome_size + kOfferSize
+                              ? decode_offer(private_data.data() + welcome_size)
+                              : WireOffer{};
+  if (!agree(own_offer(), offer, wire_)) {  // (a receiver of our range rejects us first)
+    log().error("not sending to {} at {}: {}", peer_name_, params_.address.to_string(),
+                no_common_version_text(own_offer(), offer));
+    backoff_.slowest();
+    return drop("no common wire protocol version", true);
+  }
   peer_ = w;
   if (w.auth) return send_auth();
   link_up();
@@ -183,10 +196,10 @@ void VerbsOutbound::link_up() {
   backoff_.reset();
   tune_rnr_timer(conn_->id->qp);
   state_ = State::kUp;
-  log().info("outbound link up: {} at {} ({} credits, forwarding by {}{})", peer_name_,
+  log().info("outbound link up: {} at {} ({} credits, forwarding by {}{}{})", peer_name_,
              params_.address.to_string(), cap_,
              params_.write ? "RDMA WRITE with immediate" : "SEND",
-             transport_.identity().auth ? ", authenticated" : "");
+             transport_.identity().auth ? ", authenticated" : "", older_peer_text(wire_));
   acked_at_last_probe_ = 0;
   watch_.reset();
   schedule_probe();

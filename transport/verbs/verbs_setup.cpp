@@ -457,12 +457,15 @@ void VerbsTransport::on_connect_request(rdma_cm_id* id, std::span<const std::byt
   const std::string addr = address_text(rdma_get_peer_addr(id), false);
   peer.address = addr;
   bool ok = decode_cm_hello(private_data, hello);
-  if (!ok && !private_data.empty() && uint8_t(private_data[0]) != kWireVersion) {
+  if (!ok && !private_data.empty() && uint8_t(private_data[0]) != kFrameFormat) {
     std::byte header[kFrameHeaderSize] = {};  // the version where a frame header has it
     header[2] = private_data[0];
     reason = version_mismatch_text(header);
   } else if (!ok) {
     reason = "malformed hello";
+  } else if (!agree(own_offer(), hello.offer, peer.wire)) {
+    ok = false;
+    reason = no_common_version_text(own_offer(), hello.offer);
   } else {
     peer.role = hello.role;
     peer.name = hello.name;

@@ -59,6 +59,7 @@ struct PeerInfo {
   uint64_t topology_hash = 0;
   uint32_t origin = 0;
   std::string address;  // "ip:port" the connection came from
+  WireAgreement wire;   // what the link speaks (the peer's offer and ours, wire.h)
 };
 
 class LinkEvents;
@@ -130,6 +131,8 @@ class OutboundLink {
   virtual uint32_t max_payload() const = 0;
   // A producer's link: WelcomeBody::next_seq of the last welcome (where its origin resumes).
   uint64_t peer_next_seq() const { return peer_next_seq_; }
+  // What the link speaks, agreed in the last handshake (wire.h, WireAgreement).
+  const WireAgreement& wire() const { return wire_; }
   // Queues a frame for sending. False, with nothing queued, when down or out of credits.
   virtual bool post(const OutFrame& frame) = 0;
   // Closes on purpose (BYE): unacknowledged frames come back through on_returned().
@@ -148,6 +151,7 @@ class OutboundLink {
 
   std::string peer_name_;
   uint64_t peer_next_seq_ = 0;
+  WireAgreement wire_;
 
  private:
   void* context_ = nullptr;

@@ -19,16 +19,29 @@
 namespace hoprelay::transport {
 
 inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
+// Wire protocol versions (docs/protocol.md, "Versioning"):
 // 2: chunks (kFlagMore, kFlagAbort, FrameHeader::chunk); 3: end of stream (kFlagEnd);
 // 4: outcomes (kOutcome frames, outcome.h) and the welcome's next_seq.
 // 5: flag kFlagZstd (the zstd stage's compressed payloads).
 // 6: an end mark carries in `chunk` the stamp of the head its stream entered by (end_joins.h).
-inline constexpr uint8_t kWireVersion = 6;
+// 7: negotiation: the hello and the welcome carry each side's range and features (WireOffer);
+//    a link speaks the highest version both have. Its frames are version 6's.
+// A release speaks its own version and the one before it (and this one also 6, the last
+// release without negotiation, at 97db411).
+inline constexpr uint8_t kWireVersion = 7;     // the newest this end speaks
+inline constexpr uint8_t kWireVersionMin = 6;  // the oldest
+// The header's version byte (and the verbs CM hello's first byte): the layout of the frames,
+// not the version a link speaks. Version 7 kept 6's frames, so every frame still says 6, which
+// is what a node of version 6 checks; a version that changes the layout gives its frames a new
+// number, on the links that agreed on it (as TLS 1.3 records keep 1.2's version number).
+inline constexpr uint8_t kFrameFormat = 6;
 inline constexpr size_t kFrameHeaderSize = 32;
 // Control frames (hello, welcome, reject) carry at most this many payload bytes.
 inline constexpr uint32_t kMaxControlPayload = 256;
 // Node names travel in the hello and, over verbs, in 56 bytes of rdma_cm private data.
 inline constexpr size_t kMaxNodeName = 48;
+// The longest name that leaves the verbs CM hello room for the offer (WireOffer).
+inline constexpr size_t kMaxNameWithCmOffer = 40;
 
 enum class FrameType : uint8_t {
   kHello = 1,    // sender -> receiver: who I am (HelloBody)
@@ -98,8 +111,8 @@ enum class WireError : uint8_t {
   kTooLong,
 };
 std::string_view reason_text(WireError e);
-// kBadVersion, worded with both versions: "the peer speaks wire protocol version 2, this end
-// speaks 3 (...)". `frame` is the refused header's first bytes.
+// kBadVersion, worded with both versions and what to upgrade: "the peer speaks wire protocol
+// version 5, this end speaks 6 to 7 (...)". `frame` is the refused header's first bytes.
 std::string version_mismatch_text(const std::byte* frame);
 // A short, bounded label for metrics: bad_magic, bad_version, ...
 std::string_view reason_label(WireError e);
@@ -114,6 +127,49 @@ WireError decode_header(const std::byte* in, const WireLimits& limits, FrameHead
 
 enum class PeerRole : uint8_t { kNode = 1, kProducer = 2 };
 
+// ---- Negotiation (version 7) ----------------------------------------------------------
+// Features a link uses only when both ends have them. Version 6 had the first five (a peer of
+// version 6 has them all); later versions add bits rather than assume them.
+inline constexpr uint32_t kFeatureChunks = 1u << 0;    // kFlagMore, kFlagAbort
+inline constexpr uint32_t kFeatureEndMark = 1u << 1;   // kFlagEnd
+inline constexpr uint32_t kFeatureOutcomes = 1u << 2;  // kOutcome frames
+inline constexpr uint32_t kFeatureZstd = 1u << 3;      // kFlagZstd
+inline constexpr uint32_t kFeatureEndStamp = 1u << 4;  // an end mark's stamp in `chunk`
+inline constexpr uint32_t kFeaturesOf6 = 0x1f;
+inline constexpr uint32_t kFeatures = kFeaturesOf6;  // what this end speaks
+
+// One side's range and features. Travels in 8 bytes where version 6 reads nothing: the `seq`
+// of the hello's and the welcome's frame header over TCP; over verbs the CM hello's last 8
+// bytes (when the node's name leaves them free: 40 characters or fewer) and 8 bytes behind the
+// CM welcome. A peer that sends none speaks version 6 only (present false).
+struct WireOffer {
+  uint8_t min = kWireVersionMin;
+  uint8_t max = kWireVersionMin;
+  uint32_t features = kFeaturesOf6;
+  bool present = false;
+};
+inline constexpr size_t kOfferSize = 8;
+WireOffer own_offer();
+void encode_offer(const WireOffer& o, std::byte* out);  // kOfferSize bytes
+// What `in` (kOfferSize bytes) offers; not present (version 6) when it is not an offer.
+WireOffer decode_offer(const std::byte* in);
+uint64_t offer_field(const WireOffer& o);  // the 8 bytes as a header's seq
+WireOffer offer_of_field(uint64_t field);
+
+// What a link speaks: the highest version of both ranges and the features both have.
+struct WireAgreement {
+  uint8_t version = kWireVersion;
+  uint32_t features = kFeatures;
+};
+// The agreement of this end's offer and the peer's; false when the ranges do not meet.
+bool agree(const WireOffer& mine, const WireOffer& peer, WireAgreement& out);
+// For a link-up log line: "" when the link speaks this end's version, else "; wire protocol
+// 6: the peer's release is older" (what an operator upgrading host by host looks for).
+std::string older_peer_text(const WireAgreement& wire);
+// Why two ranges do not meet, naming both and what to upgrade: "the peer speaks wire protocol
+// versions 8 to 9, this end 6 to 7: upgrade hoprelay on this end ...".
+std::string no_common_version_text(const WireOffer& mine, const WireOffer& peer);
+
 // The words a head's refusal of a producer starts with when another producer of the same
 // origin is connected: origins are identities, and the refused producer reports it as such.
 inline constexpr std::string_view kOriginInUse = "origin in use: ";
@@ -124,6 +180,7 @@ struct HelloBody {
   char name[kMaxNodeName + 1] = {};  // NUL-terminated
   uint64_t topology_hash = 0;
   uint32_t origin = 0;  // producers: the origin id their messages carry
+  WireOffer offer;      // the CM hello's (TCP: the frame header's seq)
 };
 inline constexpr uint32_t kHelloSize = 64;
 void encode_hello(const HelloBody& h, std::byte* out);
@@ -149,6 +206,8 @@ bool decode_welcome(std::span<const std::byte> in, WelcomeBody& out);
 // fits the first exactly, the welcome (with the ring's address and rkey) the second.
 
 // CM hello (56 bytes): version u8 | role u8 | name_len u8 | reserved u8 | origin u32 | name[48]
+// (version: kFrameFormat; since version 7 the offer in the last 8 bytes when the name is
+// 40 characters or fewer, HelloBody::offer)
 inline constexpr size_t kCmHelloSize = 56;
 void encode_cm_hello(const HelloBody& h, std::byte* out);
 bool decode_cm_hello(std::span<const std::byte> in, HelloBody& out);
