@@ -30,7 +30,7 @@ const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_
 const std::vector<std::string_view> kPipelineKeys = {
     "name",      "transport",    "slot_size",         "slots",   "ingress",      "forward",
     "poll",      "on_peer_down", "peer_down_timeout", "threads", "link_threads", "spool_dir",
-    "spool_max", "spool_after"};
+    "spool_max", "spool_after",  "rate_limit"};
 const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "metrics",
                                                  "downstream",
@@ -50,7 +50,9 @@ const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "spool_dir",
                                                  "spool_max",
                                                  "spool_after",
-                                                 "standby"};
+                                                 "standby",
+                                                 "rate_limit",
+                                                 "rate_limit_to"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -190,6 +192,7 @@ struct Settings {
   std::string spool_dir;
   uint64_t spool_max = uint64_t{1} << 30;
   std::chrono::milliseconds spool_after = std::chrono::seconds(1);
+  uint64_t rate_limit = 0;  // bits per second; 0: none
   // slot_size was given but refused: its error is said once, and no link check compares with
   // the default left in its place (that would add a second, false error).
   bool slot_size_refused = false;
@@ -390,6 +393,8 @@ class Validator {
       }
     } else if (e.key == "spool_max") {
       parse_spool_max(e, name, s);
+    } else if (e.key == "rate_limit") {
+      if (auto r = get_rate(*e.value, e.value_pos, name)) s.rate_limit = *r;
     } else if (e.key == "spool_after") {
       if (auto d = get_duration(e, name, kMinSpoolAfter, kMaxSpoolAfter)) s.spool_after = *d;
     } else if (e.key == "slots") {
@@ -438,6 +443,56 @@ class Validator {
     }
     s.slot_size = static_cast<uint32_t>(*bytes);
     s.slot_size_refused = false;
+  }
+
+  // A rate: "100Mbit" (bit, kbit, Mbit, Gbit, Tbit; "/s" optional) or an integer number of
+  // bits per second, within [kMinRate, kMaxRate]; the error, naming what to write, otherwise.
+  std::optional<uint64_t> get_rate(const toml::node& value, SourcePos pos,
+                                   const std::string& name) {
+    std::optional<uint64_t> bits;
+    std::string spelled;
+    if (auto i = value.as_integer()) {
+      spelled = std::to_string(i->get());
+      if (i->get() >= 0) bits = static_cast<uint64_t>(i->get());
+    } else if (auto str = value.as_string()) {
+      spelled = quoted(str->get());
+      bits = parse_rate(str->get());
+      if (!bits) {
+        error(pos, name + " " + spelled +
+                       " is not a rate: write a whole number with unit bit, kbit, Mbit or Gbit "
+                       "(bits per second, as tc writes them), as in \"100Mbit\"");
+        return std::nullopt;
+      }
+    } else {
+      error(pos, name +
+                     " must be a rate such as \"100Mbit\" or an integer number of bits per "
+                     "second, got " +
+                     std::string(type_name(value)));
+      return std::nullopt;
+    }
+    if (!bits || *bits < kMinRate || *bits > kMaxRate) {
+      error(pos, name + " " + spelled + " is out of range: must be between " + rate_text(kMinRate) +
+                     " and " + rate_text(kMaxRate) + " (leave it out for no limit)");
+      return std::nullopt;
+    }
+    return bits;
+  }
+
+  // `rate_limit_to = { peer = "100Mbit", ... }`: each a downstream peer of this node.
+  void parse_rate_limit_to(const Entry& e, NodeSpec& spec, const std::string& name,
+                           std::vector<SourcePos>& positions) {
+    const toml::table* table = e.value->as_table();
+    if (!table) {
+      type_error(e, name, "a table of downstream peers and rates, as in { b = \"100Mbit\" }");
+      return;
+    }
+    for (const auto& [key, value] : *table) {
+      const std::string peer(key.str());
+      if (auto r = get_rate(value, pos_of(value.source()), name + "." + peer)) {
+        spec.rate_limit_to.emplace_back(peer, *r);
+        positions.push_back(pos_of(key.source()));
+      }
+    }
   }
 
   void parse_peer_down_timeout(const Entry& e, const std::string& name, Settings& s) {
@@ -599,6 +654,7 @@ class Validator {
     Settings s = defaults;
     bool has_listen = false;
     std::set<std::string_view> suggested;
+    std::vector<SourcePos> rate_limit_to_pos;
     for (const Entry& e : in_file_order(*raw.table)) {
       if (e.key == "listen" || e.key == "metrics") {
         if (e.key == "listen") has_listen = true;
@@ -613,6 +669,8 @@ class Validator {
         parse_stage(e, spec, prefix + ".stage");
       } else if (e.key == "cpu") {
         parse_cpu(e, spec, prefix + ".cpu");
+      } else if (e.key == "rate_limit_to") {
+        parse_rate_limit_to(e, spec, prefix + ".rate_limit_to", rate_limit_to_pos);
       } else if (e.key == "standby") {
         if (const auto* str = e.value->as_string()) {
           spec.standby = str->get();
@@ -641,6 +699,18 @@ class Validator {
     spec.spool_dir = s.spool_dir;
     spec.spool_max = s.spool_max;
     spec.spool_after = s.spool_after;
+    spec.rate_limit = s.rate_limit;
+    for (size_t i = 0; i < spec.rate_limit_to.size(); ++i) {
+      const std::string& peer = spec.rate_limit_to[i].first;
+      if (std::find(spec.downstream.begin(), spec.downstream.end(), peer) ==
+          spec.downstream.end()) {
+        error(rate_limit_to_pos[i],
+              prefix + ".rate_limit_to." + peer + ": " + quoted(peer) +
+                  " is not a downstream peer of " + quoted(raw.name) +
+                  did_you_mean(peer, std::vector<std::string_view>(spec.downstream.begin(),
+                                                                   spec.downstream.end())));
+      }
+    }
   }
 
   // A CPU number or a list of them; whether this host has them is checked by hoprelayd when

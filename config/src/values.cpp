@@ -77,17 +77,45 @@ std::optional<std::pair<uint64_t, std::string_view>> split_number_unit(std::stri
   return std::pair{value, unit};
 }
 
-struct DurationUnit {
+// A unit of a value with units, and how many of the smallest it is.
+struct Unit {
   std::string_view name;
-  uint64_t ms;
+  uint64_t scale;
 };
-// Smallest first.
-constexpr std::array<DurationUnit, 4> kDurationUnits{{
+// Milliseconds; smallest first.
+constexpr std::array<Unit, 4> kDurationUnits{{
     {"ms", 1},
     {"s", 1000},
     {"m", 60 * 1000},
     {"h", 60 * 60 * 1000},
 }};
+// Bits per second, SI (as tc and NIC speeds are written); smallest first.
+constexpr std::array<Unit, 5> kRateUnits{{
+    {"bit", 1},
+    {"kbit", 1000},
+    {"Mbit", 1000 * 1000},
+    {"Gbit", 1000 * 1000 * 1000},
+    {"Tbit", uint64_t{1000} * 1000 * 1000 * 1000},
+}};
+
+// The scale of `unit` among `units`, 0 when it is none of them.
+template <size_t N>
+uint64_t scale_of(std::string_view unit, const std::array<Unit, N>& units) {
+  for (const Unit& u : units) {
+    if (unit == u.name) return u.scale;
+  }
+  return 0;
+}
+
+// `value` in the largest of `units` that holds it exactly ("" for 0 or none).
+template <size_t N>
+std::string in_largest_unit(uint64_t value, const std::array<Unit, N>& units) {
+  for (auto u = units.rbegin(); u != units.rend(); ++u) {
+    if (value != 0 && value % u->scale == 0)
+      return std::to_string(value / u->scale) + std::string(u->name);
+  }
+  return {};
+}
 
 }  // namespace
 
@@ -119,26 +147,35 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   return value * scale;
 }
 
+std::optional<uint64_t> parse_rate(std::string_view text) {
+  auto parsed = split_number_unit(text);
+  if (!parsed) return std::nullopt;
+  auto [value, unit] = *parsed;
+  if (unit.ends_with("/s")) unit.remove_suffix(2);
+  const uint64_t scale = scale_of(unit, kRateUnits);
+  if (scale == 0 || value > UINT64_MAX / scale) return std::nullopt;
+  return value * scale;
+}
+
+std::string rate_text(uint64_t bits_per_second) {
+  std::string text = in_largest_unit(bits_per_second, kRateUnits);
+  return text.empty() ? "0bit" : text;
+}
+
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   auto parsed = split_number_unit(text);
   if (!parsed) return std::nullopt;
   auto [value, unit] = *parsed;
   // A bare number is refused: "30" could mean seconds as well as milliseconds.
-  uint64_t scale = 0;
-  for (const DurationUnit& u : kDurationUnits) {
-    if (unit == u.name) scale = u.ms;
-  }
+  const uint64_t scale = scale_of(unit, kDurationUnits);
   if (scale == 0 || value > uint64_t(INT64_MAX) / scale) return std::nullopt;
   return std::chrono::milliseconds(static_cast<int64_t>(value * scale));
 }
 
 std::string duration_text(std::chrono::milliseconds duration) {
-  int64_t ms = duration.count();
-  for (auto u = kDurationUnits.rbegin(); u != kDurationUnits.rend(); ++u) {
-    if (ms != 0 && ms % int64_t(u->ms) == 0)
-      return std::to_string(ms / int64_t(u->ms)) + std::string(u->name);
-  }
-  return std::to_string(ms) + "ms";
+  const int64_t ms = duration.count();
+  std::string text = ms > 0 ? in_largest_unit(uint64_t(ms), kDurationUnits) : std::string();
+  return text.empty() ? std::to_string(ms) + "ms" : text;
 }
 
 std::optional<Endpoint> parse_endpoint(std::string_view text) {

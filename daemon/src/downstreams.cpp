@@ -45,12 +45,14 @@ Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpe
       events_(events),
       transport_(transport),
       link_threads_(link_threads),
+      rate_limits_(loop, metrics),
       branch_sets_([this](Downstream& d) { retire_if_done(d); }),
       peer_down_(
           loop, spec, [this](Downstream& d) { drop_waiting(d); },
           [this](Downstream& d) { start_bypass(d); }),
       dropped_too_large_(metrics.hot().wrap(metrics.dropped("too_large_for_peer"))),
       dropped_peer_down_(metrics.hot().wrap(metrics.dropped("peer_down"))) {
+  rate_limits_.configure(spec);
   for (const auto& name : spec_->downstream) add(name);
   rebuild_active();
 }
@@ -128,6 +130,7 @@ Downstream& Downstreams::add(const std::string& name) {
   d->queued = &metrics_.queued(name);
   d->credits = &metrics_.credits(name);
   d->replayed = &metrics_.replayed(name);
+  set_rate(*d);
   if (!spec_->spool_dir.empty()) {
     const uint32_t window = topology_->find(name)->slots;
     try {
@@ -148,6 +151,10 @@ Downstream& Downstreams::add(const std::string& name) {
   }
   peers_.push_back(std::move(d));
   return *peers_.back();
+}
+
+void Downstreams::set_rate(Downstream& d) {
+  d.rate = rate_limits_.gate(d.name, [this, &d] { pump(d); });
 }
 
 void Downstreams::connect(Downstream& d) {
@@ -252,7 +259,7 @@ void Downstreams::pump(Downstream& d) {
     }
     transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
                           s,         s->chunk, s};
-    if (!d.link->post(f)) break;
+    if (!paced(d, s->length) || !d.link->post(f)) break;
     d.waiting.pop_front();
     note_posted(d, *s);
     if (d.stand_in) {
@@ -489,6 +496,14 @@ Downstreams::Changes Downstreams::apply(const config::Topology& topology,
   topology_ = &topology;
   spec_ = &spec;
   peer_down_.set_spec(spec);
+  // Rate limits as the new spec says: every gate anew (a frame one was holding back goes
+  // through the pump again, under the new limit).
+  rate_limits_.configure(spec);
+  for (auto& d : peers_) {
+    const bool held_back = d->rate != nullptr;
+    set_rate(*d);
+    if (held_back && d->link) pump(*d);
+  }
   for (auto& d : peers_) {
     bool listed =
         std::find(n->downstream.begin(), n->downstream.end(), d->name) != n->downstream.end();

@@ -76,7 +76,7 @@ void Downstreams::pump_spooled(Downstream& d) {
     transport::Slot* s = d.before_spool.front();
     transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
                           s,         s->chunk, s};
-    if (!d.link->post(f)) return;
+    if (!paced(d, s->length) || !d.link->post(f)) return;
     d.before_spool.pop_front();
     note_posted(d, *s);
   }
@@ -95,7 +95,7 @@ void Downstreams::pump_spooled(Downstream& d) {
       }
       return;
     }
-    if (!d.link->post(f)) {
+    if (!paced(d, f.length) || !d.link->post(f)) {
       sp.unread();
       return;
     }

@@ -116,6 +116,18 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                        "Frames this node sent around the downstream peer, to its stand-in "
                        "(on_peer_down = \"bypass\")")
                    .Register(r);
+  rate_limit_ = &BuildGauge()
+                     .Name("hoprelay_rate_limit_bits_per_second")
+                     .Help(
+                         "The rate limit on the link to the downstream peer: its rate_limit_to, "
+                         "else the node's rate_limit, which all its links share (0: none)")
+                     .Register(r);
+  rate_limited_ = &BuildCounter()
+                       .Name("hoprelay_rate_limited_seconds_total")
+                       .Help(
+                           "Seconds frames for the downstream peer waited for its rate limit "
+                           "(rate_limit, rate_limit_to) with credit to go")
+                       .Register(r);
   replayed_ = &BuildCounter()
                    .Name("hoprelay_messages_replayed_total")
                    .Help(
@@ -331,12 +343,20 @@ prometheus::Gauge& NodeMetrics::bypassing(const std::string& peer) {
 prometheus::Counter& NodeMetrics::bypassed(const std::string& peer) {
   return bypassed_->Add({{"peer", peer}});
 }
+prometheus::Gauge& NodeMetrics::rate_limit(const std::string& peer) {
+  return rate_limit_->Add({{"peer", peer}});
+}
+prometheus::Counter& NodeMetrics::rate_limited_seconds(const std::string& peer) {
+  return rate_limited_->Add({{"peer", peer}});
+}
 void NodeMetrics::forget_downstream(const std::string& peer, const std::string& opcode) {
   link_up_->Remove(&link_up_->Add({{"peer", peer}, {"direction", "out"}}));
   queued_->Remove(&queued_->Add({{"peer", peer}}));
   credits_->Remove(&credits_->Add({{"peer", peer}}));
   bypassing_->Remove(&bypassing_->Add({{"peer", peer}}));
   bypassed_->Remove(&bypassed_->Add({{"peer", peer}}));
+  rate_limit_->Remove(&rate_limit_->Add({{"peer", peer}}));
+  rate_limited_->Remove(&rate_limited_->Add({{"peer", peer}}));
   // Counters too: the data path's handles to them went with the downstream.
   auto drop_hot = [this](prometheus::Family<prometheus::Counter>* family,
                          const std::map<std::string, std::string>& labels) {

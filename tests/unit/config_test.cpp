@@ -1042,6 +1042,60 @@ TEST(ConfigTest, SpoolKeysThatDoNotValidate) {
                "unknown key \"spool_dri\" in [nodes.a]; did you mean \"spool_dir\"?");
 }
 
+TEST(ConfigTest, RateLimitsPerNodePerPeerAndAsThePipelinesDefault) {
+  Topology plain = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t");
+  EXPECT_EQ(plain.nodes[0].rate_limit, 0u);
+  EXPECT_TRUE(plain.nodes[0].rate_limit_to.empty());
+  Topology t = parse_topology(R"([pipeline]
+name = "p"
+rate_limit = "1Gbit"
+[nodes.a]
+listen = "h:1"
+downstream = ["b", "c"]
+rate_limit = "2500Mbit/s"
+rate_limit_to = { c = "100Mbit", b = 50000000 }
+[nodes.b]
+listen = "h:2"
+[nodes.c]
+listen = "h:3"
+)",
+                              "t");
+  EXPECT_EQ(t.nodes[0].rate_limit, uint64_t{2'500'000'000});
+  ASSERT_EQ(t.nodes[0].rate_limit_to.size(), 2u);
+  // (in the order of their names: a TOML table has no other)
+  EXPECT_EQ(t.nodes[0].rate_limit_to[0], (std::pair<std::string, uint64_t>{"b", 50'000'000}));
+  EXPECT_EQ(t.nodes[0].rate_limit_to[1], (std::pair<std::string, uint64_t>{"c", 100'000'000}));
+  EXPECT_EQ(t.nodes[1].rate_limit, uint64_t{1'000'000'000});  // the pipeline's
+  EXPECT_EQ(rate_text(100'000'000), "100Mbit");
+  EXPECT_EQ(rate_text(2'500'000'000), "2500Mbit");
+  EXPECT_EQ(parse_rate("64000bit"), 64000u);
+  EXPECT_EQ(parse_rate("1 Gbit"), uint64_t{1'000'000'000});
+  EXPECT_EQ(parse_rate("100MB"), std::nullopt);
+  EXPECT_EQ(parse_rate("100"), std::nullopt);
+}
+
+TEST(ConfigTest, RateLimitsThatDoNotValidate) {
+  expect_error(node_a("rate_limit = \"100MB\"\n"), 5, 14,
+               "nodes.a.rate_limit \"100MB\" is not a rate: write a whole number with unit bit, "
+               "kbit, Mbit or Gbit (bits per second, as tc writes them), as in \"100Mbit\"");
+  expect_error(pipeline_with("rate_limit = \"500kbit\"\n"), 3, 14,
+               "pipeline.rate_limit \"500kbit\" is out of range: must be between 1Mbit and 1Tbit "
+               "(leave it out for no limit)");
+  expect_error(node_a("rate_limit = true\n"), 5, 14,
+               "nodes.a.rate_limit must be a rate such as \"100Mbit\" or an integer number of bits "
+               "per second, got boolean");
+  expect_error(node_a("rate_limit_to = \"1Gbit\"\n"), 5, 17,
+               "nodes.a.rate_limit_to must be a table of downstream peers and rates");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"bb\"]\n"
+                             "rate_limit_to = { b = \"1Gbit\" }\n[nodes.bb]\nlisten = \"h:2\"\n"),
+               6, 19,
+               "nodes.a.rate_limit_to.b: \"b\" is not a downstream peer of \"a\"; did you mean "
+               "\"bb\"?");
+  expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"b\"]\n"
+                             "rate_limit_to = { b = \"fast\" }\n[nodes.b]\nlisten = \"h:2\"\n"),
+               6, 23, "nodes.a.rate_limit_to.b \"fast\" is not a rate");
+}
+
 TEST(ConfigTest, AuthKeyFileThatDoesNotValidate) {
   std::string nodes = node_a("");
   expect_error("auth_key_file = 5\n" + nodes, 1, 17, "auth_key_file must be a string, got integer");

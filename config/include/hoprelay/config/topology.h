@@ -83,6 +83,10 @@ inline constexpr std::chrono::milliseconds kMaxPeerDownTimeout = std::chrono::ho
 inline constexpr uint64_t kMinSpoolMax = uint64_t{1} << 20;
 inline constexpr std::chrono::milliseconds kMinSpoolAfter = std::chrono::seconds(1);
 inline constexpr std::chrono::milliseconds kMaxSpoolAfter = std::chrono::hours(24);
+// rate_limit: below 1 Mbit/s a 64 KiB slot takes half a second, which no one distributing data
+// means; above 1 Tbit/s is more than any NIC sends.
+inline constexpr uint64_t kMinRate = 1000 * 1000;
+inline constexpr uint64_t kMaxRate = uint64_t{1000} * 1000 * 1000 * 1000;
 
 struct NodeSpec {
   std::string name;
@@ -122,6 +126,11 @@ struct NodeSpec {
   // two have the same slots, slot_size, transport and ingress (validated), so a producer's
   // buffers and origin's sequence numbers go on unchanged (docs/topology.md).
   std::string standby;
+  // Rate limits (docs/topology.md, "Capping what a distribution takes"), bits per second of
+  // frames (header and payload), 0 for none: `rate_limit`, what the node sends to all its
+  // downstream peers together; `rate_limit_to`, what it sends to one of them (both apply).
+  uint64_t rate_limit = 0;
+  std::vector<std::pair<std::string, uint64_t>> rate_limit_to;
   SourcePos pos;  // where [nodes.NAME] starts
 
   bool is_head() const { return upstream.empty(); }
@@ -185,6 +194,11 @@ std::string to_dot(const Topology& topology);
 
 // "64KiB", "1MiB", "512B", "4096" -> bytes. nullopt when it does not parse.
 std::optional<uint64_t> parse_size(std::string_view text);
+// "100Mbit", "1Gbit", "500kbit", "64000bit" (also "100Mbit/s") -> bits per second, SI units.
+// nullopt when it does not parse.
+std::optional<uint64_t> parse_rate(std::string_view text);
+// The reverse, in the largest unit that is exact: 100000000 -> "100Mbit".
+std::string rate_text(uint64_t bits_per_second);
 // "500ms", "30s", "2m", "1h" (also "30 s") -> milliseconds. nullopt when it does not parse.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 // The reverse, in the largest unit that is exact: 500ms -> "500ms", 5000ms -> "5s".

@@ -13,6 +13,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/branch_spool.h"
 #include "hoprelay/daemon/metrics.h"
+#include "hoprelay/daemon/rate_limits.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/event_loop.h"
 #include "hoprelay/transport/transport.h"
@@ -38,6 +39,9 @@ struct Downstream {
   bool warned_too_large = false;
   bool retiring = false;  // removed by a reload: closed once its messages are acknowledged
   config::Endpoint address;
+  // Downstreams, from RateLimits: the pace its frames keep (rate_limit, rate_limit_to); null
+  // when none applies.
+  std::unique_ptr<RateGate> rate;
   // The chunked message being sent on this link: until its last frame is posted no other
   // frame goes to this peer. A node that reassembles holds chunks in ring order, and credits
   // come back in ring order: another message's frames between two chunks would fill its

@@ -13,7 +13,8 @@
 // second), what is routed to it goes to disk, and its slot goes back upstream once the spool
 // has it durably (one fdatasync per spool per loop iteration, not per message). Under
 // on_peer_down = "bypass", a relay down for peer_down_timeout gets a stand-in (stand_in.h) that
-// takes its branch until it is back.
+// takes its branch until it is back. With rate_limit or rate_limit_to, each limited peer has a
+// RateGate (rate_limits.h) that the pump asks before each frame.
 // Calls: HeldSlots (a routed slot's refs and routes, a drop's outcome), Releaser::release() when
 // the last branch of a slot is done with it, the transport (or the link threads) to connect,
 // the metrics and the drop log. Nothing here allocates, locks or logs per message.
@@ -36,6 +37,7 @@
 #include "hoprelay/daemon/metrics.h"
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/peer_down.h"
+#include "hoprelay/daemon/rate_limits.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/transport.h"
 
@@ -136,6 +138,14 @@ class Downstreams {
   void end_bypass_if_done(Downstream& d);
   std::vector<std::unique_ptr<StandIn, StandInDelete>> retired_;  // draining, then destroyed
 
+  // Whether a frame of `length` payload bytes may go to `d` now: no rate limit, no credit
+  // (the post fails anyway, and nothing is paid), or its gate lets it go (and it is paid for).
+  // False: the gate calls pump(d) again once it may.
+  bool paced(Downstream& d, uint32_t length) {
+    return !d.rate || d.link->credits() == 0 || d.rate->admit(transport::kFrameHeaderSize + length);
+  }
+  void set_rate(Downstream& d);
+
   // pump() for a branch whose spool is active.
   void pump_spooled(Downstream& d);
   void start_spooling(Downstream& d, bool down);
@@ -161,6 +171,7 @@ class Downstreams {
   transport::LinkEvents& events_;
   transport::Transport& transport_;
   LinkThreads* link_threads_;
+  RateLimits rate_limits_;  // before peers_: their gates point at its bucket
   std::vector<std::unique_ptr<Downstream>> peers_;
   std::vector<Downstream*> active_;  // what route() chooses from: not retiring
   BranchSets branch_sets_;

@@ -71,6 +71,10 @@ class NodeMetrics {
   prometheus::Gauge& bypassing(const std::string& peer);
   // Messages this node sent to its stand-in for the downstream, over every bypass.
   prometheus::Counter& bypassed(const std::string& peer);
+  // rate_limit / rate_limit_to (rate_limits.h): the limit that applies to the peer's link
+  // alone, and the seconds its frames waited for it.
+  prometheus::Gauge& rate_limit(const std::string& peer);
+  prometheus::Counter& rate_limited_seconds(const std::string& peer);
   // Frames sent to the peer and not acknowledged when its link failed: sent again.
   prometheus::Counter& replayed(const std::string& peer);
   prometheus::Gauge& link_slots_in_use(const std::string& peer);
@@ -121,6 +125,8 @@ class NodeMetrics {
   prometheus::Family<prometheus::Gauge>* bypassing_;
   prometheus::Family<prometheus::Counter>* bypassed_;
   prometheus::Family<prometheus::Counter>* replayed_;
+  prometheus::Family<prometheus::Gauge>* rate_limit_;
+  prometheus::Family<prometheus::Counter>* rate_limited_;
   prometheus::Family<prometheus::Gauge>* spool_bytes_;
   prometheus::Family<prometheus::Gauge>* spool_messages_;
   prometheus::Family<prometheus::Gauge>* spool_age_;
