@@ -549,7 +549,9 @@ void Producer::on_acked(transport::OutboundLink&, void* cookie) {
     ended_ = true;
   } else if (!(b->flags & transport::kFlagMore)) {
     ++acked_;  // a message's last frame
-    settle(b->seq, message_outcome_, message_outcome_ ? HOPRELAY_DROPPED : HOPRELAY_DELIVERED);
+    // (An outcome without drops: delivered, and spooled somewhere.)
+    const bool dropped = message_outcome_ && message_outcome_->total > 0;
+    settle(b->seq, message_outcome_, dropped ? HOPRELAY_DROPPED : HOPRELAY_DELIVERED);
     outcomes_.give_back(message_outcome_);
   }
   bytes_acked_ += b->length;
@@ -573,7 +575,7 @@ void Producer::settle_repeat(Buffer& b) {
 
 void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
                       hoprelay_outcome_status status) {
-  if (status == HOPRELAY_DELIVERED) {
+  if (status == HOPRELAY_DELIVERED && !outcome) {
     // The common case, once per message: no struct to clear, the records are not read.
     ++counts_.delivered;
     if (!on_outcome_) return;
@@ -585,6 +587,9 @@ void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
     out.partial = 0;
     out.drops = 0;
     out.n_drops = 0;
+    out.spooled = 0;
+    out.spooled_at = nullptr;
+    out.spooled_for = nullptr;
     report(out);
     return;
   }
@@ -592,8 +597,11 @@ void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
   out.origin = origin_;
   out.seq = seq;
   out.status = status;
+  if (outcome && outcome->spooled) ++counts_.spooled;
   if (status == HOPRELAY_REPEAT) {
     ++counts_.repeat;
+  } else if (status == HOPRELAY_DELIVERED) {
+    ++counts_.delivered;  // (spooled somewhere)
   } else {
     // The main reason: a chunked message ends incomplete downstream because a chunk was
     // dropped upstream; the drop says why, the incomplete only what followed.
@@ -615,6 +623,18 @@ void Producer::settle(uint64_t seq, const transport::Outcome* outcome,
   // NUL-terminated copies for the C caller, on the stack: valid during the call.
   char names[kMaxOutcomeRecordsC][transport::kMaxNodeName + 1];
   char details[kMaxOutcomeRecordsC][transport::kMaxDropDetail + 1];
+  char spool_node[transport::kMaxNodeName + 1];
+  char spool_branch[transport::kMaxNodeName + 1];
+  if (outcome && outcome->spooled) {
+    const transport::SpoolRecord& r = outcome->spool;
+    std::memcpy(spool_node, r.node.data(), r.node_len);
+    spool_node[r.node_len] = '\0';
+    std::memcpy(spool_branch, r.branch.data(), r.branch_len);
+    spool_branch[r.branch_len] = '\0';
+    out.spooled = outcome->spooled;
+    out.spooled_at = spool_node;
+    out.spooled_for = spool_branch;
+  }
   if (outcome) {
     out.n_drops = outcome->count;
     for (uint8_t i = 0; i < outcome->count; ++i) {

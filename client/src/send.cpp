@@ -359,6 +359,7 @@ class Outcomes {
       ++repeats_;
       return;
     }
+    if (o.spooled) ++spooled_[{o.spooled_at, o.spooled_for}];
     if (o.status != HOPRELAY_DROPPED) return;
     ++dropped_;
     // Counted at every place that gave it up for the main reason (behind a fan-out, each
@@ -380,7 +381,13 @@ class Outcomes {
   uint64_t repeats() const { return repeats_; }
   // "10 of 10 messages dropped at b: stage_error (crc32c: ...)", one line per place; the
   // repeats; nothing when everything was delivered.
-  void print(uint64_t messages) const {
+  void print(uint64_t messages, uint64_t delivered) const {
+    // Delivered, but for a branch that takes them later from a spool (docs/topology.md).
+    for (const auto& [key, n] : spooled_) {
+      std::printf("%llu delivered, of which %llu still spooled at %s for %s\n",
+                  static_cast<unsigned long long>(delivered), static_cast<unsigned long long>(n),
+                  key.first.c_str(), key.second.c_str());
+    }
     for (const auto& [key, n] : by_place_) {
       const auto& [node, reason, detail] = key;
       std::fprintf(stderr, "hoprelay send: %llu of %llu messages dropped at %s: %s%s%s%s\n",
@@ -426,6 +433,7 @@ class Outcomes {
   uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0, unnamed_ = 0;
   uint64_t first_repeat_ = 0, last_repeat_ = 0;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> by_place_;
+  std::map<std::pair<std::string, std::string>, uint64_t> spooled_;  // (node, branch)
 };
 
 // While the producer waits for the head to accept it (up to --connect-timeout), one line a
@@ -595,7 +603,7 @@ int run_send(const SendOptions& o) {
           static_cast<unsigned long long>(stats.reconnects), stats.reconnects == 1 ? "" : "s",
           static_cast<unsigned long long>(stats.failovers), stats.failovers == 1 ? "" : "s");
     }
-    outcomes.print(stats.sent);
+    outcomes.print(stats.sent, delivered);
     if (closed) {
       std::fprintf(stderr,
                    "hoprelay send: %s: every message was acknowledged, the end-of-stream mark %s\n",

@@ -348,7 +348,7 @@ void Downstreams::note_posted(Downstream& d, const transport::Slot& s) {
 void Downstreams::on_outcome(transport::OutboundLink& link, void* cookie,
                              const transport::Outcome& outcome) {
   Downstream& d = of(link);
-  d.metrics.dropped_below.add();
+  if (outcome.total > 0) d.metrics.dropped_below.add();  // (not for a spool below)
   // A spooled message's slot went back upstream when the spool had it: the node below counted
   // and logged its drop, and there is no outcome here to carry it further.
   if (d.spool && d.spool->owns(cookie)) return;

@@ -169,7 +169,10 @@ void Downstreams::sync_spools() {
     for (size_t n = d.unsynced.size(); n > 0; --n) {
       transport::Slot* s = d.unsynced.front();
       d.unsynced.pop_front();
-      spooled += (s->flags & transport::kFlagEnd) == 0;
+      if (!(s->flags & transport::kFlagEnd)) {
+        ++spooled;
+        held_.record_spooled(*s, d.name);  // the producer learns where it waits
+      }
       branch_done(*s);
     }
     d.spool->count_spooled(spooled);

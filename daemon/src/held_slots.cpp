@@ -64,10 +64,14 @@ void HeldSlots::record_drop(transport::Slot& slot, transport::DropReason reason,
   }
 }
 
+void HeldSlots::record_spooled(transport::Slot& slot, std::string_view branch) {
+  outcome_of(slot).add_spooled(node_, branch);
+}
+
 void HeldSlots::merge_below(transport::Slot& slot, const transport::Outcome& below) {
   transport::Outcome& o = outcome_of(slot);
   o.merge(below);
-  ++o.branches;
+  if (below.total > 0) ++o.branches;  // a branch that dropped it (a spool is no drop)
 }
 
 transport::Slot* HeldSlots::take_repeats(SlotNote& n) {
@@ -93,8 +97,14 @@ void HeldSlots::give_back(transport::Slot& slot, SlotNote& n) {
   // (Not slots_in_use() == 1: released out of order, the last slot may free several.)
   const bool last_of_gone = !gone_.empty() && link.slots_held() == 1 && gone(&link);
   // Given up on some of its branches only: delivered on the others.
-  if (o && !o->whole && routes > 0 && o->branches < routes) o->partial = true;
-  link.release(slot, o);  // may free the slot's ring (a closed link): slot is not used after
+  if (o && o->total > 0 && !o->whole && routes > 0 && o->branches < routes) o->partial = true;
+  // A peer of an older release cannot read where a message is spooled: to it, a spooled
+  // message is delivered (it is, once the spool drains), and only drops are said.
+  if (o && o->spooled && !(link.peer().wire.features & transport::kFeatureSpooledOutcome)) {
+    o->strip_spooled();
+  }
+  // (The pool's outcome goes back below either way.)
+  link.release(slot, o && !o->empty() ? o : nullptr);  // may free the slot's ring: not used after
   outcomes_.give_back(o);
   if (last_of_gone) {
     std::erase_if(gone_, [&](const auto& g) { return &g->link() == &link; });

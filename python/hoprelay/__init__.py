@@ -190,6 +190,7 @@ class _OutcomeCounts(ctypes.Structure):
         ("repeat", ctypes.c_uint64),
         ("partial", ctypes.c_uint64),
         ("by_reason", ctypes.c_uint64 * (len(_DROP_REASONS) + 1)),
+        ("spooled", ctypes.c_uint64),  # since 1.9 (filled through the size: 0 before)
     ]
 
 
@@ -212,6 +213,10 @@ class _Outcome(ctypes.Structure):
         ("drops", ctypes.c_uint32),
         ("n_drops", ctypes.c_uint32),
         ("drop", _Drop * _OUTCOME_RECORDS),
+        # Since 1.9: read only from a library that fills them (_SPOOLED_OUTCOMES).
+        ("spooled", ctypes.c_uint32),
+        ("spooled_at", ctypes.c_char_p),
+        ("spooled_for", ctypes.c_char_p),
     ]
 
 
@@ -245,9 +250,12 @@ class Outcome:
     'dropped' (given up somewhere) or 'repeat' (not sent: the head had taken that sequence
     number); for 'dropped', `reason` (the main one, as in :meth:`Producer.outcomes`),
     `partial` (delivered on some branches, dropped on others), `drops` (how many places gave
-    it up) and `records` (a list of :class:`Drop`, the first few of them). A plain copy: it
-    may be kept."""
-    __slots__ = ("origin", "seq", "status", "reason", "partial", "drops", "records")
+    it up) and `records` (a list of :class:`Drop`, the first few of them); `spooled` (since
+    libhoprelay 1.9: how many spools it waits in, delivered from there once their branch takes
+    it; 0 otherwise), and the first one's node and branch, `spooled_at` and `spooled_for`
+    (None without). A plain copy: it may be kept."""
+    __slots__ = ("origin", "seq", "status", "reason", "partial", "drops", "records", "spooled",
+                 "spooled_at", "spooled_for")
 
     def __init__(self, c):
         self.origin = c.origin
@@ -260,10 +268,17 @@ class Outcome:
                              (d.node or b"").decode("utf-8", "replace"),
                              (d.detail or b"").decode("utf-8", "replace"))
                         for d in c.drop[:min(c.n_drops, _OUTCOME_RECORDS)]]
+        spooled = _SPOOLED_OUTCOMES and c.spooled
+        self.spooled = c.spooled if spooled else 0
+        self.spooled_at = c.spooled_at.decode("utf-8", "replace") if spooled else None
+        self.spooled_for = c.spooled_for.decode("utf-8", "replace") if spooled else None
 
     def __repr__(self):
         if self.status != "dropped":
-            return "Outcome(seq=%d, %s)" % (self.seq, self.status)
+            return "Outcome(seq=%d, %s%s)" % (
+                self.seq, self.status,
+                ", spooled at %s for %s" % (self.spooled_at, self.spooled_for)
+                if self.spooled else "")
         return "Outcome(seq=%d, dropped, reason=%r, partial=%r, drops=%d, records=%r)" % (
             self.seq, self.reason, self.partial, self.drops, self.records)
 
@@ -294,6 +309,8 @@ _P = ctypes.POINTER
 _strerror = _declare("hoprelay_strerror", ctypes.c_char_p, _c_int)
 _last_error = _declare("hoprelay_last_error", ctypes.c_char_p)
 _version = _declare("hoprelay_version", _c_u32)
+# struct hoprelay_outcome's spooled fields: an older library's struct ends before them.
+_SPOOLED_OUTCOMES = _version() >= (1 << 16 | 9)
 
 _producer_open = _declare("hoprelay_producer_open", _c_int, ctypes.c_char_p, ctypes.c_char_p,
                           _P(_ProducerOptions), _P(_H))
@@ -902,12 +919,13 @@ class Producer(_Handle):
         return self._get(_producer_resume_seq)
 
     def outcomes(self):
-        """{'delivered', 'dropped', 'repeat', 'partial', 'by_reason': {reason: n}}: what
-        became of the messages acknowledged so far (docs/client.md, "Outcomes")."""
+        """{'delivered', 'dropped', 'repeat', 'partial', 'spooled', 'by_reason': {reason: n}}:
+        what became of the messages acknowledged so far (docs/client.md, "Outcomes"; 'spooled',
+        since libhoprelay 1.9: of them, those waiting in a spool somewhere)."""
         out = _OutcomeCounts()
         self._get(lambda h: _producer_outcomes(h, ctypes.byref(out), ctypes.sizeof(out)))
         return {"delivered": out.delivered, "dropped": out.dropped, "repeat": out.repeat,
-                "partial": out.partial,
+                "partial": out.partial, "spooled": out.spooled,
                 "by_reason": {name: out.by_reason[i + 1]
                               for i, name in enumerate(_DROP_REASONS)}}
 

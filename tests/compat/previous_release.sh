@@ -9,6 +9,8 @@
 #   1. new `hoprelay send` -> old a -> new b -> old c   (a new producer into an old head)
 #   2. old `hoprelay send` -> new a -> old b -> new c   (an old producer into a new head)
 #   3. all of this release (its links speak 7: none says wire protocol 6)
+#   4. a head of this release spooling for a branch that is down: a new producer is told
+#      where its messages wait, an old producer that they were delivered
 # Each: send exits 0, the leaf's verify-sink counts 20,000 received, 0 duplicates, 0 missing,
 # 0 corrupt, 0 reordered, and each new node logs that a link speaks wire protocol 6.
 #   tests/compat/previous_release.sh SOURCE_DIR HOPRELAYD HOPRELAY   (KEEP=1: keep the logs)
@@ -107,4 +109,43 @@ TOML
 chain new-producer-old-head "$new_cli" "$old/hoprelayd" "$new_daemon" "$old/hoprelayd" b
 chain old-producer-new-head "$work/old-hoprelay" "$new_daemon" "$old/hoprelayd" "$new_daemon" a c
 chain this-release-only "$new_cli" "$new_daemon" "$new_daemon" "$new_daemon"
+
+# 4. A head of this release that spools for a branch that is down (spool_dir): its outcomes
+# tell this release's producer where the messages wait; to the old producer (which reads its
+# own copy of the file, without the key its release does not know) they say delivered, as its
+# release understands them (feature kFeatureSpooledOutcome is not on its link).
+spool_dir=$work/spool
+mkdir -p "$spool_dir"
+spool_port_a=$(port) spool_port_b=$(port) spool_port_c=$(port)
+for copy in new old; do
+  {
+    printf '[pipeline]\nname = "compat-spool"\ntransport = "tcp"\nslot_size = "4KiB"\nslots = 32\n'
+    printf '\n[nodes.a]\nlisten = "127.0.0.1:%s"\ndownstream = ["b", "c"]\n' "$spool_port_a"
+    [[ $copy == new ]] && printf 'spool_dir = "%s"\n' "$spool_dir"
+    printf '\n[nodes.b]\nlisten = "127.0.0.1:%s"\n' "$spool_port_b"
+    printf 'stage = { plugin = "verify-sink", report = "%s/b.json" }\n' "$spool_dir"
+    printf '\n[nodes.c]\nlisten = "127.0.0.1:%s"\n' "$spool_port_c"
+  } >"$work/spool-$copy.toml"
+done
+"$new_daemon" --topology "$work/spool-new.toml" --node b >"$work/spool-b.log" 2>&1 &
+spool_b=$!
+pids+=("$spool_b")
+"$new_daemon" --topology "$work/spool-new.toml" --node a >"$work/spool-a.log" 2>&1 &
+spool_a=$!
+pids+=("$spool_a")
+"$work/old-hoprelay" send --topology "$work/spool-old.toml" --to a --count 2000 --size 100 \
+  --origin 21 --connect-timeout 30 >"$work/spool-old-send.log" 2>&1 ||
+  fail "spool: the old hoprelay send exited with $?: $(cat "$work/spool-old-send.log")"
+grep -q "spooled" "$work/spool-old-send.log" &&
+  fail "spool: the old producer was told of a spool: $(cat "$work/spool-old-send.log")"
+"$new_cli" send --topology "$work/spool-new.toml" --to a --count 2000 --size 100 --origin 22 \
+  --connect-timeout 30 >"$work/spool-new-send.log" 2>&1 ||
+  fail "spool: hoprelay send exited with $?: $(cat "$work/spool-new-send.log")"
+grep -qx "2000 delivered, of which 2000 still spooled at a for c" "$work/spool-new-send.log" ||
+  fail "spool: this release's producer was not told where its messages wait: $(cat "$work/spool-new-send.log")"
+kill -TERM "$spool_a" "$spool_b"
+wait "$spool_a" "$spool_b" || true
+grep -q '^  "received": 4000,' "$spool_dir/b.json" ||
+  fail "spool: b got $(grep '"received"' "$spool_dir/b.json" | head -1), not 4000"
+echo "compat.previous_release: a spooling head: this release's producer told 'spooled at a for c', the old one 'delivered', 4000 at b"
 echo "compat.previous_release: ok: release $commit (wire 6) and this one (wire 6 to 7) on every link of two chains"

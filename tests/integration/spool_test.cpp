@@ -59,6 +59,10 @@ TEST(Spool, ALeafDownForTheWholeStreamCatchesUpFromTheSpoolExactlyOnceAndInOrder
   // Held in a's slots for the first second or two, then spooled: the producer finishes.
   RunResult sent = s.p.send("a", kMessages, 256);
   ASSERT_EQ(sent.code, 0) << sent.output;
+  // Its outcomes said so: delivered to b, and spooled at a for c (wire protocol 7).
+  EXPECT_NE(sent.output.find("20000 delivered, of which 20000 still spooled at a for c\n"),
+            std::string::npos)
+      << sent.output;
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", kMessages); }, 10s));
   EXPECT_EQ(s.c_spool("hoprelay_spooled_total"), kMessages);
   // Every message, and the stream's end mark.

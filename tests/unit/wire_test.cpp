@@ -376,3 +376,79 @@ TEST(WireNegotiation, TheVerbsHelloCarriesTheOfferWhenTheNameLeavesRoom) {
 
 }  // namespace
 }  // namespace hoprelay::transport
+
+#include "hoprelay/transport/outcome.h"
+
+namespace hoprelay::transport {
+namespace {
+
+// The spooled outcome (kFeatureSpooledOutcome, since wire protocol 7): where a message waits in
+// a spool travels with its acknowledgement, alone or beside drops, and merges up a tree.
+TEST(WireOutcome, ASpooledOutcomeRoundTripsAloneAndBesideDrops) {
+  Outcome spooled;
+  spooled.add_spooled("a", "c");
+  EXPECT_FALSE(spooled.empty());
+  std::array<std::byte, kMaxOutcomePayload> b;
+  uint32_t n = encode_outcome(spooled, b.data());
+  Outcome out;
+  ASSERT_TRUE(decode_outcome(std::span(b).first(n), out));
+  EXPECT_EQ(out.total, 0u);
+  EXPECT_EQ(out.count, 0u);
+  EXPECT_EQ(out.spooled, 1u);
+  EXPECT_EQ(out.spool.node_name(), "a");
+  EXPECT_EQ(out.spool.branch_name(), "c");
+
+  // Beside drops, and merged at the node above: counts add up, the first spool is kept.
+  Outcome both;
+  both.add(DropReason::kStageDrop, "b", "no");
+  Outcome other;
+  other.add_spooled("x", "y");
+  both.merge(out);
+  both.merge(other);
+  EXPECT_EQ(both.total, 1u);
+  EXPECT_EQ(both.spooled, 2u);
+  EXPECT_EQ(both.spool.node_name(), "a");
+  n = encode_outcome(both, b.data());
+  ASSERT_TRUE(decode_outcome(std::span(b).first(n), out));
+  EXPECT_EQ(out.total, 1u);
+  EXPECT_EQ(out.records[0].node_name(), "b");
+  EXPECT_EQ(out.spooled, 2u);
+  EXPECT_EQ(out.spool.branch_name(), "c");
+
+  // For a peer without the feature only the drops remain; with none, no outcome at all.
+  both.strip_spooled();
+  EXPECT_FALSE(both.empty());
+  n = encode_outcome(both, b.data());
+  EXPECT_EQ(uint8_t(b[3]) & kOutcomeSpooled, 0);
+  spooled.strip_spooled();
+  EXPECT_TRUE(spooled.empty());
+
+  // The largest outcome there is fits the frame and the verbs receive buffers' promise.
+  Outcome largest;
+  const std::string name(kMaxNodeName, 'n'), detail(kMaxDropDetail, 'd');
+  for (size_t i = 0; i < kMaxOutcomeRecords; ++i) largest.add(DropReason::kPeerDown, name, detail);
+  largest.add_spooled(name, name);
+  EXPECT_EQ(encode_outcome(largest, b.data()), kMaxOutcomePayload);
+}
+
+TEST(WireOutcome, MalformedSpoolPartsAreRefused) {
+  Outcome o;
+  o.add_spooled("a", "c");
+  std::array<std::byte, kMaxOutcomePayload> b;
+  const uint32_t n = encode_outcome(o, b.data());
+  Outcome out;
+  auto refused = [&](auto&& edit, const char* why) {
+    auto bad = b;
+    edit(bad);
+    EXPECT_FALSE(decode_outcome(std::span(bad).first(n), out)) << why;
+  };
+  refused([](auto& x) { x[3] = std::byte{0}; }, "no drop and no spool");
+  refused([](auto& x) { x[3] = std::byte{0x06}; }, "an unknown flag");
+  refused([](auto& x) { x[4] = x[5] = std::byte{0}; }, "a spool part that counts none");
+  refused([](auto& x) { x[8] = std::byte{'/'}; }, "a node name that is not one");
+  refused([](auto& x) { x[0] = std::byte{1}; }, "a drop counted with no record");
+  EXPECT_FALSE(decode_outcome(std::span(b).first(n - 1), out)) << "cut short";
+}
+
+}  // namespace
+}  // namespace hoprelay::transport

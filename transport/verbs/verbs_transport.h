@@ -56,9 +56,9 @@ inline uint64_t wr_value(uint64_t wr_id) {
 
 // A sender's control receives take credit frames (32 bytes), OUTCOME frames (up to 480 bytes)
 // and, once, the WELCOME frame of an authenticated link (header + CM welcome + MAC = 104 bytes).
-inline constexpr uint32_t kControlRecvSize = 512;
+inline constexpr uint32_t kControlRecvSize = 640;
 // A receiver's OUTCOME frame buffer, one per slot of its ring.
-inline constexpr uint32_t kOutcomeFrame = 512;
+inline constexpr uint32_t kOutcomeFrame = 640;
 static_assert(kFrameHeaderSize + kMaxOutcomePayload <= kControlRecvSize);
 static_assert(kFrameHeaderSize + kMaxOutcomePayload <= kOutcomeFrame);
 // Bytes set aside in a link's registered memory for the AUTH / WELCOME exchange.

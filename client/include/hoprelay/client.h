@@ -141,6 +141,14 @@ struct hoprelay_outcome {
   uint32_t drops; /* DROPPED: how many places gave it up; the first n_drops are in `drop` */
   uint32_t n_drops;
   struct hoprelay_drop drop[HOPRELAY_OUTCOME_RECORDS];
+  /* Since 1.9 (the library fills the struct, so it grows at its end): DELIVERED (or DROPPED
+   * on other branches) except where it waits in a spool (docs/topology.md, "Spooling a slow
+   * or down branch"): `spooled` spools hold it, the first at node `spooled_at` for its branch
+   * `spooled_for`; it goes on from there once that branch takes it. 0 and null otherwise, and
+   * always with a head of an older release (it says delivered). */
+  uint32_t spooled;
+  const char* spooled_at;
+  const char* spooled_for;
 };
 /* Called once per message, in sequence order, on the thread that called into the library,
  * inside that call (send, commit, flush, process, close...). The outcome and its strings are
@@ -290,6 +298,7 @@ struct hoprelay_outcome_counts {
   uint64_t repeat;
   uint64_t partial; /* of dropped, delivered on some branches */
   uint64_t by_reason[HOPRELAY_DROP_REASONS];
+  uint64_t spooled; /* since 1.9: of delivered (and dropped), waiting in a spool somewhere */
 };
 /* Fills `size` bytes of *out (sizeof(struct hoprelay_outcome_counts) of the caller's header). */
 void hoprelay_producer_outcomes(const hoprelay_producer* p, struct hoprelay_outcome_counts* out,

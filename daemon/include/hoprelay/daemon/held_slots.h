@@ -116,7 +116,10 @@ class HeldSlots {
   // to (the others may still deliver it); else the whole message.
   void record_drop(transport::Slot& slot, transport::DropReason reason, std::string_view detail,
                    bool branch);
-  // A branch reported drops below it (OUTCOME from a downstream).
+  // `slot` waits in this node's spool for its branch `branch` (delivered there later): said
+  // upstream as spooled, to links that know the outcome (kFeatureSpooledOutcome), else nothing.
+  void record_spooled(transport::Slot& slot, std::string_view branch);
+  // A branch reported drops (or spools) below it (OUTCOME from a downstream).
   void merge_below(transport::Slot& slot, const transport::Outcome& below);
 
   // The one path back, for a slot held or not: `slot` goes to its link with its outcome (or,

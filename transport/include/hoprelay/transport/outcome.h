@@ -40,10 +40,26 @@ std::string_view drop_reason_label(DropReason r);
 inline constexpr size_t kMaxOutcomeRecords = 3;
 inline constexpr size_t kMaxDropDetail = 96;
 // OUTCOME payload: total u16 | count u8 | flags u8, then `count` records of
-// reason u8 | node_len u8 | detail_len u8 | node | detail.
+// reason u8 | node_len u8 | detail_len u8 | node | detail; with kOutcomeSpooled then
+// spooled u16 | node_len u8 | branch_len u8 | node | branch.
 inline constexpr uint32_t kMaxOutcomePayload =
-    4 + kMaxOutcomeRecords * (3 + kMaxNodeName + kMaxDropDetail);
+    4 + kMaxOutcomeRecords * (3 + kMaxNodeName + kMaxDropDetail) + 4 + 2 * kMaxNodeName;
 inline constexpr uint8_t kOutcomePartial = 0x01;  // some branch delivered the message
+// Since wire protocol 7, on links with kFeatureSpooledOutcome: the message waits in a spool for
+// some branches (delivered on the others, or dropped there: the records say). Without drops,
+// the outcome has no records (count 0, total 0).
+inline constexpr uint8_t kOutcomeSpooled = 0x02;
+
+// Where a message waits in a spool: the node that spools it and the branch it spools for.
+struct SpoolRecord {
+  uint8_t node_len = 0;
+  uint8_t branch_len = 0;
+  std::array<char, kMaxNodeName> node{};
+  std::array<char, kMaxNodeName> branch{};
+
+  std::string_view node_name() const { return {node.data(), node_len}; }
+  std::string_view branch_name() const { return {branch.data(), branch_len}; }
+};
 
 struct DropRecord {
   DropReason reason = DropReason::kStageDrop;
@@ -61,6 +77,9 @@ struct Outcome {
   uint8_t count = 0;   // records filled
   bool partial = false;
   std::array<DropRecord, kMaxOutcomeRecords> records{};
+  // Spools it waits in below (0: none), and where the first is.
+  uint16_t spooled = 0;
+  SpoolRecord spool{};
   // Node bookkeeping, not on the wire: how many of this node's branches reported a drop, and
   // whether this node gave the whole message up (then no branch delivered it).
   uint16_t branches = 0;
@@ -70,8 +89,17 @@ struct Outcome {
   // One drop seen here: node `node` gave the message up for `reason` (detail may be empty;
   // both are cut to their limits).
   void add(DropReason reason, std::string_view node, std::string_view detail);
-  // What a branch reported (its drops join this node's; partial carries over).
+  // Node `node` keeps the message in a spool for its branch `branch`.
+  void add_spooled(std::string_view node, std::string_view branch);
+  // What a branch reported (its drops and spools join this node's; partial carries over).
   void merge(const Outcome& from);
+  // For a peer without kFeatureSpooledOutcome: the spools go, the drops stay.
+  void strip_spooled() {
+    spooled = 0;
+    spool = SpoolRecord{};
+  }
+  // Nothing to say: delivered everywhere (no outcome frame).
+  bool empty() const { return total == 0 && spooled == 0; }
 };
 
 // Writes the payload (at most kMaxOutcomePayload bytes); returns its length.
@@ -81,7 +109,7 @@ inline constexpr uint32_t kMaxOutcomeFrame = kFrameHeaderSize + kMaxOutcomePaylo
 // origin, seq, chunk and index): at most kMaxOutcomeFrame bytes; returns its length.
 uint32_t encode_outcome_frame(const Slot& slot, const Outcome& o, std::byte* out);
 // False when the payload is malformed: counts out of range, a record running past the end,
-// an unknown reason, a node name that is not a valid one, or bytes left over.
+// an unknown reason or flag, a node name that is not a valid one, or bytes left over.
 bool decode_outcome(std::span<const std::byte> in, Outcome& out);
 
 }  // namespace hoprelay::transport

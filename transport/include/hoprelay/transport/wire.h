@@ -25,7 +25,8 @@ inline constexpr uint16_t kFrameMagic = 0x5248;  // "HR"
 // 5: flag kFlagZstd (the zstd stage's compressed payloads).
 // 6: an end mark carries in `chunk` the stamp of the head its stream entered by (end_joins.h).
 // 7: negotiation: the hello and the welcome carry each side's range and features (WireOffer);
-//    a link speaks the highest version both have. Its frames are version 6's.
+//    a link speaks the highest version both have. Its frames are version 6's; feature
+//    kFeatureSpooledOutcome adds a part to the OUTCOME payload (outcome.h).
 // A release speaks its own version and the one before it (and this one also 6, the last
 // release without negotiation, at 97db411).
 inline constexpr uint8_t kWireVersion = 7;     // the newest this end speaks
@@ -136,7 +137,9 @@ inline constexpr uint32_t kFeatureOutcomes = 1u << 2;  // kOutcome frames
 inline constexpr uint32_t kFeatureZstd = 1u << 3;      // kFlagZstd
 inline constexpr uint32_t kFeatureEndStamp = 1u << 4;  // an end mark's stamp in `chunk`
 inline constexpr uint32_t kFeaturesOf6 = 0x1f;
-inline constexpr uint32_t kFeatures = kFeaturesOf6;  // what this end speaks
+// Since 7: an outcome says where a message waits in a spool (outcome.h, kOutcomeSpooled).
+inline constexpr uint32_t kFeatureSpooledOutcome = 1u << 5;
+inline constexpr uint32_t kFeatures = kFeaturesOf6 | kFeatureSpooledOutcome;  // this end's
 
 // One side's range and features. Travels in 8 bytes where version 6 reads nothing: the `seq`
 // of the hello's and the welcome's frame header over TCP; over verbs the CM hello's last 8
