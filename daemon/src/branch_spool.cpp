@@ -39,16 +39,21 @@ Spool::Limits limits_of(const config::NodeSpec& spec, uint32_t window) {
 }  // namespace
 
 BranchSpool::BranchSpool(const config::NodeSpec& spec, const std::string& peer, uint32_t window,
-                         transport::Transport& transport, NodeMetrics& metrics)
+                         NodeMetrics& metrics)
     : spool_(node_dir(spec) + "/" + peer, limits_of(spec, window)),
       slot_size_(spec.slot_size),
       window_(window),
       cookies_(window),
       sent_(window),
       series_(metrics.spool(peer)) {
-  buffers_ = transport.allocate(size_t{slot_size_} * window_);
   // What a killed node left in its spool goes out first, before anything routed from now on.
   active_ = !spool_.empty();
+}
+
+void BranchSpool::allocate_buffers(transport::Transport& transport) {
+  // Not in the constructor: over verbs a region needs the device, which the node opens when
+  // it listens, after its components are made.
+  if (!buffers_) buffers_ = transport.allocate(size_t{slot_size_} * window_);
 }
 
 bool BranchSpool::behind_for_long(bool behind, std::chrono::steady_clock::time_point now,

@@ -83,6 +83,9 @@ void Downstreams::cancel_timers() {
 
 void Downstreams::close_all() {
   for (auto& d : peers_) {
+    // A stand-in's own links, to the peer's downstream nodes, say goodbye too: this node has
+    // drained, so the stand-in has had everything it was sent acknowledged there.
+    if (d->stand_in) d->stand_in->node().close_downstream_links();
     if (d->link) d->link->close();
     if (d->parked) d->parked->close();
   }
@@ -134,7 +137,7 @@ Downstream& Downstreams::add(const std::string& name) {
   if (!spec_->spool_dir.empty()) {
     const uint32_t window = topology_->find(name)->slots;
     try {
-      d->spool = std::make_unique<BranchSpool>(*spec_, name, window, transport_, metrics_);
+      d->spool = std::make_unique<BranchSpool>(*spec_, name, window, metrics_);
     } catch (const std::exception& e) {
       if (!connected_) throw;  // at start: the node does not start (setup's convention)
       // A peer a reload added: the reload is past the point where it could be refused.
@@ -162,6 +165,9 @@ void Downstreams::connect(Downstream& d) {
   bool write = spec_->forward == config::Forward::kWrite;
   d.address = peer->listen;
   transport::ConnectParams params{d.name, peer->listen, write, peer->slots};
+  // The spool's send buffers first: the node listens (over verbs: opens its device) before
+  // it connects, and a frame from the spool goes out only once the link is up.
+  if (d.spool) d.spool->allocate_buffers(transport_);
   d.link = link_threads_ ? link_threads_->connect(params) : transport_.connect(params);
   d.link->set_context(&d);  // of()
   peer_down_.went_down(

@@ -64,6 +64,10 @@ struct Tree {
     }
   }
   void expect_every_leaf() {
+    // a first: its drain closes the stand-in's links to c1 and c2 with a goodbye, so the
+    // leaves log a planned close, not a lost link (only b1's own crash is one).
+    p.proc("a").signal(SIGTERM);
+    EXPECT_EQ(p.proc("a").wait(20s), 0) << p.proc("a").output();
     p.stop_all();
     for (const char* leaf : {"c1", "c2", "c3", "c4"}) {
       SCOPED_TRACE(leaf);
@@ -83,6 +87,12 @@ TEST(Bypass, ARelayKilledForGoodAtAThirdIsBypassedAndEveryLeafGetsEverythingOnce
   EXPECT_EQ(t.a_metric("hoprelay_bypass_active"), 1);
   EXPECT_GT(t.a_metric("hoprelay_bypassed_total"), 0);
   t.expect_every_leaf();
+  // c1's links from b1: the real one lost (the crash), the stand-in's closed by a goodbye.
+  for (const char* leaf : {"c1", "c2"}) {
+    const std::string log = t.p.proc(leaf).output();
+    EXPECT_EQ(occurrences(log, "inbound link from b1 ("), 2u) << leaf << ":\n" << log;
+    EXPECT_EQ(occurrences(log, ") closed by the peer"), 1u) << leaf << ":\n" << log;
+  }
 }
 
 TEST(Bypass, ARelayBackAfterABypassTakesItsBranchAgainWithNoRepeatAndInOrder) {

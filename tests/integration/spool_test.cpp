@@ -3,10 +3,16 @@
 // spool_after goes to disk, its slots go back upstream once the spool has them durably, the
 // other branch and the producer go on, and the spooled branch gets everything, exactly once, in
 // order, when it can take it: also after a is killed with its spool full of messages, and when
-// the spool fills up (on_peer_down's "block" then holds the rest in the slots). Counts are
-// exact: verify-sink reports and a's counters.
+// the spool or the disk under it fills up (on_peer_down's "block" then holds the rest in the
+// slots). Counts are exact: verify-sink reports and a's counters.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -167,6 +173,45 @@ TEST(Spool, AFullSpoolHoldsTheRestInTheSlotsUnderBlockAndLosesNothing) {
   s.p.stop_all();
   expect_clean(read_report(dir / "b.json"), kMessages);
   expect_clean(read_report(dir / "c.json"), kMessages);
+}
+
+// The disk under the spool full (ENOSPC, not spool_max): a tmpfs of 1 MiB mounted in a mount
+// namespace of this test's own (its daemons inherit it; nothing outside sees it). The node
+// says so, falls back to on_peer_down ("block": the rest waits in its slots), loses nothing it
+// acknowledged, and once c is up c gets everything exactly once and in order. Needs root.
+TEST(Spool, TheDiskUnderASpoolFullFallsBackToBlockAndLosesNothing) {
+  if (::geteuid() != 0 || ::unshare(CLONE_NEWNS) != 0 ||
+      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    GTEST_SKIP() << "needs root: a mount namespace and a small tmpfs";
+  }
+  TempDir dir;
+  const fs::path disk = dir / "spool";
+  fs::create_directories(disk);
+  ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=1m"), 0) << std::strerror(errno);
+  Spooled s(dir, spooling(dir));  // spool_max 1 GiB: the disk fills first
+  s.p.start_up({"b", "a"});
+  auto producer = s.p.start_send("a", kMessages, 256);
+  const std::string refused = "the spool of downstream c cannot take more (";
+  ASSERT_TRUE(
+      wait_until([&] { return s.p.proc("a").output().find(refused) != std::string::npos; }, 20s))
+      << s.p.proc("a").output();
+  const std::string log = s.p.proc("a").output();
+  EXPECT_NE(log.find("No space left on device): its messages wait in the node's slots "
+                     "(on_peer_down = \"block\")"),
+            std::string::npos)
+      << log;
+  ASSERT_TRUE(wait_until([&] { return s.a_metric("hoprelay_slots_in_use") == 32; }, 5s));
+  const double spooled = s.c_spool("hoprelay_spooled_total");
+  EXPECT_GT(spooled, 1000);
+  EXPECT_LT(spooled, kMessages);
+  EXPECT_TRUE(producer->running()) << "the producer finished although the disk is full";
+  s.p.start_up({"c"});
+  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s));
+  s.p.stop_all();
+  expect_clean(read_report(dir / "b.json"), kMessages);
+  expect_clean(read_report(dir / "c.json"), kMessages);
+  ::umount(disk.c_str());
 }
 
 }  // namespace

@@ -401,6 +401,62 @@ T
 # peer_down_timeout a stands in for b (b's stage on a, a's own queue pairs to c in a's
 # protection domain, frames copied into memory registered there): c gets every message once,
 # each with b's trailer, and hoprelay send exits 0.
+# Spooling over verbs (docs/topology.md, "Spooling a slow or down branch"): a -> {b, c}, c down
+# for the whole stream; a spools for it (its slots go back upstream once the spool holds them,
+# so the producer finishes, told where the messages wait), then c starts and gets the spool by
+# RDMA, exactly once and in order.
+spool() {
+  local t="$WORK/spool.toml" pa=7191 pb=7192 pc=7193 ma=7194 n=6000
+  cat >"$t" <<T
+[pipeline]
+name = "spool"
+transport = "verbs"
+slot_size = "4KiB"
+slots = 32
+[nodes.a]
+listen = "$RXE_IP:$pa"
+metrics = "127.0.0.1:$ma"
+downstream = ["b", "c"]
+spool_dir = "$WORK/spool"
+[nodes.b]
+listen = "$RXE_IP:$pb"
+stage = { plugin = "verify-sink", report = "$WORK/spool-b.json" }
+[nodes.c]
+listen = "$RXE_IP:$pc"
+stage = { plugin = "verify-sink", report = "$WORK/spool-c.json" }
+T
+  start "$t" b
+  start "$t" a
+  wait_metrics "$ma" || { fail "spool: a did not start"; stop_all; return; }
+  local ok=1
+  if ! timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$n" --size 1000 \
+    --connect-timeout 20 >"$WORK/spool-send.out" 2>&1; then
+    fail "spool: hoprelay send failed: $(tail -3 "$WORK/spool-send.out")"
+    ok=0
+  fi
+  grep -q "^$n delivered, of which $n still spooled at a for c$" "$WORK/spool-send.out" ||
+    { fail "spool: the producer was not told where its messages wait: $(cat "$WORK/spool-send.out")"; ok=0; }
+  local spooled
+  spooled=$(metric "$ma" hoprelay_spooled_total 'peer="c"')
+  start "$t" c
+  wait_received "$WORK/spool-c.json" "$n" || ok=0
+  stop_all || fail "spool: a daemon did not exit 0 on SIGTERM"
+  for node in a b c; do mv "$WORK/$node.log" "$WORK/spool-$node.log"; done
+  if [[ $spooled == "$n" ]]; then
+    pass "spool: a spooled all $n for c while it was down (hoprelay_spooled_total $spooled)"
+  else
+    fail "spool: hoprelay_spooled_total{peer=c} is $spooled, not $n"
+    ok=0
+  fi
+  if ((!ok)); then
+    say "--- spool-a.log (last lines, no debug)"
+    grep -v ' debug ' "$WORK/spool-a.log" | tail -8
+  fi
+  check_clean "verbs: spool: b, $n messages while c was down" "$WORK/spool-b.json" "$n"
+  check_clean "verbs: spool: c, started after the stream, $n messages from a's spool" \
+    "$WORK/spool-c.json" "$n"
+}
+
 bypass() {
   local t="$WORK/bypass.toml" pa=7181 pb=7182 pc=7183 mc=7184 ma=7185 n=12000
   cat >"$t" <<T
@@ -1295,6 +1351,7 @@ only send_only && send_only
 only operator_errors && operator_errors
 only faults && faults
 only bypass && bypass
+only spool && spool
 only threads && threads 2 7600
 only threads && threads 4 7610
 only run_head && run_head 7620

@@ -33,7 +33,10 @@ class BranchSpool {
   // it was left (a branch with records in it starts active). `window`: the most frames the
   // branch may have in flight (its slots). Throws std::runtime_error naming the directory.
   BranchSpool(const config::NodeSpec& spec, const std::string& peer, uint32_t window,
-              transport::Transport& transport, NodeMetrics& metrics);
+              NodeMetrics& metrics);
+  // Its send buffers, from `transport` once it has a device (over verbs: after the node
+  // listens, Downstreams::connect): before the first next(). Throws TransportError.
+  void allocate_buffers(transport::Transport& transport);
   BranchSpool(const BranchSpool&) = delete;
   BranchSpool& operator=(const BranchSpool&) = delete;
 

@@ -72,6 +72,9 @@ class Node final : public transport::LinkEvents, private Releaser {
   // Stops taking data, waits until every held slot is acknowledged downstream (or `timeout`),
   // then calls done(messages_left).
   void drain(std::chrono::milliseconds timeout, std::function<void(uint64_t)> done);
+  // Closes the downstream links on purpose (BYE), as a drain that is done does: a stand-in's,
+  // when the node it runs in has drained (everything sent to it is acknowledged).
+  void close_downstream_links() { downstreams_->close_all(); }
   // Applies a new topology by difference, without restarting and without losing or
   // duplicating a message in flight: downstream peers added (connected) or removed (they get
   // no new messages and are closed once everything sent to them is acknowledged), a changed
