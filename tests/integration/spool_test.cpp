@@ -55,6 +55,30 @@ struct Spooled {
   }
   double c_spool(const std::string& metric) { return a_metric(metric, "peer=\"c\""); }
 
+  // c down while a stream goes: a's spool for it stops taking more (a says `refused`, and
+  // `policy`, the rest of the line), the rest waits in a's slots (the producer too); then c
+  // starts and gets everything once, as b did.
+  void refuses_then_c_catches_up(const TempDir& dir, const std::string& refused,
+                                 const std::string& policy) {
+    p.start_up({"b", "a"});
+    auto producer = p.start_send("a", kMessages, 256);
+    ASSERT_TRUE(
+        wait_until([&] { return p.proc("a").output().find(refused) != std::string::npos; }, 20s))
+        << p.proc("a").output();
+    ASSERT_TRUE(wait_until([&] { return a_metric("hoprelay_slots_in_use") == 32; }, 5s));
+    const double spooled = c_spool("hoprelay_spooled_total");
+    EXPECT_GT(spooled, 1000);
+    EXPECT_LT(spooled, kMessages);
+    EXPECT_TRUE(producer->running()) << "the producer finished although the spool takes no more";
+    EXPECT_NE(p.proc("a").output().find(policy), std::string::npos) << p.proc("a").output();
+    p.start_up({"c"});
+    EXPECT_EQ(producer->wait(60s), 0) << producer->output();
+    ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s));
+    p.stop_all();
+    expect_clean(read_report(dir / "b.json"), kMessages);
+    expect_clean(read_report(dir / "c.json"), kMessages);
+  }
+
   Pipeline p;
 };
 
@@ -151,28 +175,9 @@ TEST(Spool, AFullSpoolHoldsTheRestInTheSlotsUnderBlockAndLosesNothing) {
   TempDir dir;
   // 1 MiB of spool holds about 3,500 messages of 256 bytes (each with its record header).
   Spooled s(dir, spooling(dir, "spool_max = \"1MiB\"\n"));
-  s.p.start_up({"b", "a"});
-  auto producer = s.p.start_send("a", kMessages, 256);
-  const std::string full = "the spool of downstream c is full (";
-  ASSERT_TRUE(
-      wait_until([&] { return s.p.proc("a").output().find(full) != std::string::npos; }, 20s))
-      << s.p.proc("a").output();
-  ASSERT_TRUE(wait_until([&] { return s.a_metric("hoprelay_slots_in_use") == 32; }, 5s));
-  const double spooled = s.c_spool("hoprelay_spooled_total");
-  EXPECT_GT(spooled, 1000);
-  EXPECT_LT(spooled, kMessages);
-  EXPECT_TRUE(producer->running()) << "the producer finished although the spool is full";
-  const std::string log = s.p.proc("a").output();
-  EXPECT_NE(log.find("of spool_max 1.0 MiB): its messages wait in the node's slots "
-                     "(on_peer_down = \"block\")"),
-            std::string::npos)
-      << log;
-  s.p.start_up({"c"});
-  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
-  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s));
-  s.p.stop_all();
-  expect_clean(read_report(dir / "b.json"), kMessages);
-  expect_clean(read_report(dir / "c.json"), kMessages);
+  s.refuses_then_c_catches_up(dir, "the spool of downstream c is full (",
+                              "of spool_max 1.0 MiB): its messages wait in the node's slots "
+                              "(on_peer_down = \"block\")");
 }
 
 // The disk under the spool full (ENOSPC, not spool_max): a tmpfs of 1 MiB mounted in a mount
@@ -189,28 +194,9 @@ TEST(Spool, TheDiskUnderASpoolFullFallsBackToBlockAndLosesNothing) {
   fs::create_directories(disk);
   ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=1m"), 0) << std::strerror(errno);
   Spooled s(dir, spooling(dir));  // spool_max 1 GiB: the disk fills first
-  s.p.start_up({"b", "a"});
-  auto producer = s.p.start_send("a", kMessages, 256);
-  const std::string refused = "the spool of downstream c cannot take more (";
-  ASSERT_TRUE(
-      wait_until([&] { return s.p.proc("a").output().find(refused) != std::string::npos; }, 20s))
-      << s.p.proc("a").output();
-  const std::string log = s.p.proc("a").output();
-  EXPECT_NE(log.find("No space left on device): its messages wait in the node's slots "
-                     "(on_peer_down = \"block\")"),
-            std::string::npos)
-      << log;
-  ASSERT_TRUE(wait_until([&] { return s.a_metric("hoprelay_slots_in_use") == 32; }, 5s));
-  const double spooled = s.c_spool("hoprelay_spooled_total");
-  EXPECT_GT(spooled, 1000);
-  EXPECT_LT(spooled, kMessages);
-  EXPECT_TRUE(producer->running()) << "the producer finished although the disk is full";
-  s.p.start_up({"c"});
-  EXPECT_EQ(producer->wait(60s), 0) << producer->output();
-  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages); }, 30s));
-  s.p.stop_all();
-  expect_clean(read_report(dir / "b.json"), kMessages);
-  expect_clean(read_report(dir / "c.json"), kMessages);
+  s.refuses_then_c_catches_up(dir, "the spool of downstream c cannot take more (",
+                              "No space left on device): its messages wait in the node's slots "
+                              "(on_peer_down = \"block\")");
   ::umount(disk.c_str());
 }
 
