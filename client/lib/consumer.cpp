@@ -70,7 +70,8 @@ Consumer::~Consumer() {
 
 // A relay's messages go on to its peers after the application released them: the node stays
 // until its peers have acknowledged everything the application is done with (an end mark the
-// producer waits for among them), for at most kRelayCloseTimeout. What is still held then is
+// producer waits for among them), for at most kRelayCloseTimeout, and until its spools have
+// drained, as long as they do. What is still held then is
 // not acknowledged upstream, so it comes again (the peers drop what they had).
 void Consumer::finish_relaying() {
   auto held_by_application = [this] {
@@ -78,9 +79,30 @@ void Consumer::finish_relaying() {
     for (const auto& item : items_) n += item->held != nullptr;
     return n;
   };
-  const auto deadline = std::chrono::steady_clock::now() + kRelayCloseTimeout;
-  while (node_->held() > held_by_application() && std::chrono::steady_clock::now() < deadline) {
+  auto deadline = std::chrono::steady_clock::now() + kRelayCloseTimeout;
+  // With spool_dir, a branch that was behind still has the spool to get: the relay finishes
+  // it before it goes (else that branch waits for the relay's next run), as long as it drains:
+  // kRelayCloseTimeout from the last frame a branch took from it.
+  uint64_t spooled = node_->spooled();
+  if (spooled) {
+    log().info(
+        "relay {}: {} frames in its spools wait for their branches: sending them before "
+        "closing",
+        node_->spec().name, spooled);
+  }
+  while ((node_->held() > held_by_application() || node_->spooled() > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
     loop_.run_once(std::chrono::milliseconds(50));
+    if (node_->spooled() < spooled) {
+      spooled = node_->spooled();
+      deadline = std::chrono::steady_clock::now() + kRelayCloseTimeout;
+    }
+  }
+  if (node_->spooled() > 0) {
+    log().warn(
+        "closing relay {} with {} frames in its spools: they go to their branches from "
+        "its next run",
+        node_->spec().name, node_->spooled());
   }
   if (node_->held() > held_by_application()) {
     log().warn(

@@ -99,6 +99,7 @@ void Downstreams::tick() {
   auto up = [](const Downstream& d) { return d.link && d.link->up(); };
   size_t idle = 0;
   for (const Downstream* d : active_) idle += d->waiting.empty() && up(*d) && d->link->credits();
+  if (local_ && local_->keeping_up()) ++idle;  // a relay's own application, as a branch
   const auto now = transport::EventLoop::Clock::now();
   const int64_t wall = BranchSpool::wall_ns();
   for (auto& dp : peers_) {

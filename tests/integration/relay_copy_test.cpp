@@ -97,5 +97,47 @@ TEST(RelayCopy, ARelayConsumerKilledThreeTimesWithAStateDirEndsByteEqualAndSoDoe
   c.p.stop_all();
 }
 
+// A relay that keeps a copy, with spool_dir, and one slow downstream peer (c paces itself to
+// 2,000 messages a second): the relay's own application keeps up, so c is the branch behind,
+// and after spool_after it is spooled for. The producer and the relay's application go on at
+// their own speed; c gets everything from the spool, once and in order. (Before, with one
+// downstream peer, no branch counted as waiting for nothing: the relay never spooled, and its
+// application went at c's pace.)
+TEST(RelayCopy, ARelayConsumerSpoolsForASlowPeerWhileItsApplicationKeepsUp) {
+  TempDir dir;
+  Pipeline p{dir,
+             {{"a", {"b"}},
+              {"b",
+               {"c"},
+               "{ plugin = \"passthrough\" }",
+               "spool_dir = \"" + (dir / "spool").string() + "\""},
+              {"c",
+               {"d"},
+               std::string("{ plugin = \"") + HOPRELAY_TEST_PACE_PLUGIN + "\", us = \"500\" }"},
+              {"d", {}, sink(dir, "d")}}};
+  p.start_up({"d", "c", "a"});
+  const fs::path out = dir / "b.out";
+  Process relay({HOPRELAY_BIN, "recv", "--topology", p.topology(), "--node", "b", "--output",
+                 out.string(), "--timeout", "60"},
+                dir / "b-recv.log");
+  ASSERT_TRUE(wait_until([&] { return !scrape(p.node("b").metrics).empty(); }, 10s))
+      << relay.output();
+  // Generated messages (d's verify-sink checks their bytes): b's file is all of them.
+  RunResult sent = run({HOPRELAY_BIN, "send", "--topology", p.topology(), "--to", "a", "--count",
+                        "10000", "--size", "256"},
+                       120s);
+  ASSERT_EQ(sent.code, 0) << sent.output;
+  EXPECT_NE(sent.output.find(" still spooled at b for c\n"), std::string::npos) << sent.output;
+  ASSERT_EQ(relay.wait(60s), 0) << relay.output();
+  EXPECT_EQ(size_of(out), 10000u * 256) << relay.output();
+  EXPECT_NE(relay.output().find(
+                "downstream c is out of credit while other branches wait for nothing for 1s"),
+            std::string::npos)
+      << relay.output();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "d", 10000); }, 60s));
+  p.stop_all();
+  expect_clean(read_report(dir / "d.json"), 10000);
+}
+
 }  // namespace
 }  // namespace hoprelay::test

@@ -38,6 +38,7 @@
 #include "hoprelay/daemon/partials.h"
 #include "hoprelay/daemon/peer_down.h"
 #include "hoprelay/daemon/rate_limits.h"
+#include "hoprelay/daemon/receiver.h"
 #include "hoprelay/daemon/ring_queue.h"
 #include "hoprelay/transport/transport.h"
 
@@ -71,6 +72,12 @@ class Downstreams {
 
   // No peer to route to: this node is a leaf (or every peer was removed).
   bool leaf() const { return active_.empty(); }
+  // Frames (messages and end marks) in the spools, not yet acknowledged by their branches.
+  uint64_t spooled() const {
+    uint64_t n = 0;
+    for (const auto& d : peers_) n += d->spool ? d->spool->spool().records() : 0;
+    return n;
+  }
   // Holds `slot` and routes it: to every peer, or one (route); a chunk to where the first chunk
   // of its message `p` went, whatever a reload changed since. `local`: a branch more that is
   // not a peer (a relay's own application, Node::set_receiver), counted in the slot's refs so
@@ -94,6 +101,9 @@ class Downstreams {
   void on_returned(transport::OutboundLink& link, void* cookie);
   void on_credit(transport::OutboundLink& link);
 
+  // The node's own application, at a relay that keeps a copy (Node::set_receiver): a branch
+  // more when tick() looks for the one behind. Null: none.
+  void set_local(const Receiver* local) { local_ = local; }
   // Once a second: gauges, and a peer down for long said once.
   void tick();
   // A drain is done: each link closed on purpose (BYE), so its peer logs a clean close.
@@ -178,6 +188,7 @@ class Downstreams {
   PeerDown peer_down_;
   size_t round_robin_ = 0;
   std::function<void()> ready_;
+  const Receiver* local_ = nullptr;
   std::string detail_;  // a drop's outcome text
   HotCounters::Ref dropped_too_large_;
   HotCounters::Ref dropped_peer_down_;

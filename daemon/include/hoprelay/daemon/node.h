@@ -98,6 +98,7 @@ class Node final : public transport::LinkEvents, private Releaser {
   // chunked messages whatever its stage takes.
   void set_receiver(Receiver* receiver) {
     receiver_ = receiver;
+    downstreams_->set_local(receiver);
     end_marks_->set_receiver(receiver);
     chunks_->set_receiver(receiver);
   }
@@ -108,6 +109,8 @@ class Node final : public transport::LinkEvents, private Releaser {
   // Once a second: stage flush (reports, files) and gauges.
   void tick();
   uint64_t held() const { return held_.count(); }
+  // Frames in its spools for downstream peers (spool_dir), acknowledged upstream already.
+  uint64_t spooled() const { return downstreams_->spooled(); }
   // Inbound links up now (upstream nodes and producers).
   size_t inbound_links() const { return upstreams_->size(); }
   std::string_view transport_name() const { return transport_->name(); }
