@@ -158,7 +158,14 @@ void check_outcome(std::span<const std::byte> in) {
   Outcome o;
   if (!decode_outcome(in, o)) return;
   FUZZ_CHECK(in.size() <= kMaxOutcomePayload);
-  FUZZ_CHECK(o.count >= 1 && o.count <= kMaxOutcomeRecords && o.total >= o.count);
+  // A drop names where, or (wire protocol 7) the outcome says only where it waits in a spool.
+  FUZZ_CHECK(o.count <= kMaxOutcomeRecords && o.total >= o.count);
+  FUZZ_CHECK(o.count >= 1 || (o.total == 0 && o.spooled > 0));
+  if (o.spooled) {
+    FUZZ_CHECK(valid_node_name(o.spool.node_name()) && valid_node_name(o.spool.branch_name()));
+  } else {
+    FUZZ_CHECK(o.spool.node_len == 0 && o.spool.branch_len == 0);
+  }
   for (uint8_t i = 0; i < o.count; ++i) {
     const DropRecord& r = o.records[i];
     FUZZ_CHECK(uint8_t(r.reason) >= 1 && uint8_t(r.reason) <= kDropReasonMax);
@@ -176,6 +183,7 @@ void check_outcome(std::span<const std::byte> in) {
   merged.merge(o);
   merged.merge(o);
   FUZZ_CHECK(merged.count <= kMaxOutcomeRecords && merged.total >= merged.count);
+  FUZZ_CHECK(merged.spooled >= o.spooled);
 }
 
 void check_bodies(std::span<const std::byte> in) {
