@@ -25,7 +25,7 @@ import math
 import os
 import sys
 
-TPUT = ["hop1", "chain", "fanout", "fanoutlt", "fanouthead", "zmq", "tcp"]
+TPUT = ["hop1", "chain", "chaintls", "fanout", "fanoutlt", "fanouthead", "zmq", "tcp"]
 LAT = ["hop1", "chain", "chainbusy", "zmq"]
 # Latency-only systems, and whose throughput tells whether their offered load is an overload.
 TPUT_OF = {"chainbusy": "chain"}
@@ -33,13 +33,15 @@ LABELS = {
     "hop1": "hoprelay one hop (send -> x)",
     "chain": "hoprelay chain (send -> a -> b -> c)",
     "chainbusy": "hoprelay chain, b busy-polling (poll = \"busy\", cpu = N)",
+    "chaintls": "hoprelay chain over TLS 1.3 on every link (tls; kernel TLS where the kernel has it)",
     "fanout": "hoprelay fan-out 1->2 (send -> a -> l1, l2)",
     "fanoutlt": "hoprelay fan-out 1->2, a's links on 2 threads (link_threads = 2)",
     "fanouthead": "hoprelay fan-out 1->2, the producer runs head a (send --run-head -> l1, l2)",
     "zmq": "ZeroMQ chain (push -> proxy -> proxy -> pull)",
     "tcp": "raw TCP one hop (ceiling)",
 }
-DAEMONS = {"hop1": ["x"], "chain": ["a", "b", "c"], "fanout": ["a", "l1", "l2"],
+DAEMONS = {"hop1": ["x"], "chain": ["a", "b", "c"], "chaintls": ["a", "b", "c"],
+           "fanout": ["a", "l1", "l2"],
            "fanoutlt": ["a", "l1", "l2"],
            "fanouthead": ["l1", "l2"]}
 # (name, numerator, denominator, size, minimum ratio): the throughput targets of issue #6.
@@ -48,7 +50,8 @@ TARGETS = [
     ("TCP chain >= 1.0x ZeroMQ chain at 64 B", "chain", "zmq", 64, 1.0),
     ("one hop >= 0.8x raw TCP at 64 KiB", "hop1", "tcp", 65536, 0.8),
 ]
-COLORS = {"hop1": "#1f77b4", "chain": "#d62728", "chainbusy": "#ff7f0e", "fanout": "#9467bd",
+COLORS = {"hop1": "#1f77b4", "chain": "#d62728", "chainbusy": "#ff7f0e", "chaintls": "#e377c2",
+          "fanout": "#9467bd",
           "fanoutlt": "#17becf", "fanouthead": "#bcbd22", "zmq": "#2ca02c", "tcp": "#7f7f7f"}
 REFERENCE = {"zmq", "tcp"}  # drawn dashed
 # MPI_Bcast: the algorithms bench/run.sh runs, and hoprelay's topology each rank count stands for.
@@ -224,6 +227,13 @@ def print_tables(data, meta):
                          for sy in TPUT)
         p(f"{human(s):>7} |{cells}| {ratio(data, 'chain', 'zmq', s):>8.2f}x "
           f"| {ratio(data, 'hop1', 'tcp', s):>7.2f}x")
+
+    p()
+    p("TLS: the chain over TLS 1.3 against the same chain in clear text, throughput ratio "
+      f"(kernel TLS: {meta.get('ktls', '?')})")
+    for s in sizes:
+        p(f"{human(s):>7} | chaintls/chain {ratio(data, 'chaintls', 'chain', s):.2f}x, CPU per GB "
+          f"{data[s]['chaintls']['cpu_s_per_gb']:.2f} s against {data[s]['chain']['cpu_s_per_gb']:.2f} s")
 
     print_mpi(data, meta)
 
@@ -478,7 +488,8 @@ def main():
 
     for s in data:
         data[s]["ratios"] = {"chain_over_zmq": round(ratio(data, "chain", "zmq", s), 3),
-                             "hop1_over_tcp": round(ratio(data, "hop1", "tcp", s), 3)}
+                             "hop1_over_tcp": round(ratio(data, "hop1", "tcp", s), 3),
+                             "chaintls_over_chain": round(ratio(data, "chaintls", "chain", s), 3)}
         for shape in MPI_SHAPES:
             best = best_mpi(data, shape, s)
             if best:

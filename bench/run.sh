@@ -7,6 +7,9 @@
 # For every message size it measures
 #   hop1    hoprelay send -> x                 (one hoprelayd)
 #   chain   hoprelay send -> a -> b -> c       (three hoprelayd)
+#   chaintls  the chain with tls on every link, the producer's too (docs/security.md): TLS 1.3,
+#           certificates made by openssl here; kernel TLS where the kernel has the tls module
+#           (the report says which), else OpenSSL in user space
 #   chainbusy  the chain with b on poll = "busy", pinned (cpu = N) to the last CPU this process
 #           may use (one spinner only: the machine may have just 2 cores); latency only
 #   fanout  hoprelay send -> a -> {l1, l2}     (broadcast: every message reaches both leaves)
@@ -162,6 +165,22 @@ lat_origin_base=4000000000
 
 # More keys for a node's table (chainbusy: poll and cpu), by node name; empty for the others.
 declare -A node_extra=()
+# Top-level keys before [pipeline] (chaintls: tls, every node's and the producer's).
+preamble=''
+# chaintls's certificates: one CA, and one certificate naming every node of the chain and the
+# producer (each host would have its own; one file serves all here).
+make_certificates() {
+  local d=$work/tls
+  mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/ca.key" \
+    -out "$d/ca.pem" -days 2 -subj /CN=bench-ca 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/node.key" \
+    -out "$d/node.csr" -subj /CN=bench 2>/dev/null
+  printf 'subjectAltName = DNS:a, DNS:b, DNS:c, DNS:producer\n' >"$d/node.ext"
+  openssl x509 -req -in "$d/node.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+    -out "$d/node.pem" -days 2 -extfile "$d/node.ext" 2>/dev/null
+  printf 'tls = { cert = "%s", key = "%s", ca = "%s" }\n' "$d/node.pem" "$d/node.key" "$d/ca.pem"
+}
 # The last CPU this process may run on: where chainbusy pins its spinning relay.
 busy_cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 
@@ -173,7 +192,8 @@ write_topology() {
   local ports
   read -r -a ports <<<"$(free_ports $#)"
   {
-    printf '[pipeline]\nname = "bench"\ntransport = "tcp"\nslot_size = %s\nslots = %s\n\n' \
+    printf '%s[pipeline]\nname = "bench"\ntransport = "tcp"\nslot_size = %s\nslots = %s\n\n' \
+      "$preamble" \
       "$(slot_size_for "$size")" "$(slots_for "$size")"
     local i=0 spec name down
     for spec in "$@"; do
@@ -280,7 +300,7 @@ busy0=0 busy1=0 wall0=0 wall1=0
 measure() {
   local system=$1 size=$2 count=$3 before after
   case $system in
-    hop1 | chain | fanout | fanoutlt | fanouthead)
+    hop1 | chain | chaintls | fanout | fanoutlt | fanouthead)
       local run_head=()
       [[ $system == fanouthead ]] && run_head=(--run-head)
       before=$(cpu_ticks "${cur_pids[@]}")
@@ -418,6 +438,11 @@ latency() {
 echo "bench: sizes ${sizes[*]} bytes, ~${target} s per throughput run, latency at" \
   "min($lat_rate msg/s, $lat_gbps Gb/s), $(nproc) cores, load $load_before; logs in $work" >&2
 echo "bench: chainbusy pins its busy-polling relay b to CPU $busy_cpu" >&2
+tls_preamble=$(make_certificates)$'\n'
+# Whether the links ran kernel TLS: the kernel needs the tls module (a ULP it lists).
+ktls=no
+grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null && ktls=yes
+echo "bench: chaintls with kernel TLS: $ktls" >&2
 
 for size in "${sizes[@]}"; do
   start_topology hop1 "$size" "x:"
@@ -428,6 +453,12 @@ for size in "${sizes[@]}"; do
   start_topology chain "$size" "c:" "b:c" "a:b"
   throughput chain "$size"
   latency chain "$size"
+  stop_topology "$size"
+
+  preamble=$tls_preamble
+  start_topology chaintls "$size" "c:" "b:c" "a:b"
+  preamble=''
+  throughput chaintls "$size"
   stop_topology "$size"
 
   # b busy-polls on a CPU of its own (as far as pinning goes: other processes may still run
@@ -473,5 +504,5 @@ python3 "$here/report.py" --results "$results" --out "$out" --smoke "$smoke" \
   "target_seconds=$target" "fill=$fill" "lat_rate=$lat_rate" "lat_gbps=$lat_gbps" \
   "lat_seconds=$lat_seconds" "seconds=$(($(date +%s) - started))" \
   "mpi=$([[ -n $mpi_missing ]] || mpirun --version | sed -n '1s/.*(\(.*\)) /\1 /p')" \
-  "mpi_missing=$mpi_missing" \
+  "mpi_missing=$mpi_missing" "ktls=$ktls" \
   "mpi_algs=${mpi_algs[*]}" "mpi_args=${mpi_args[*]}"

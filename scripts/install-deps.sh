@@ -7,7 +7,7 @@ build_pkgs=(
   build-essential cmake pkg-config clang-format curl git
   libspdlog-dev libfmt-dev libtomlplusplus-dev prometheus-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libibverbs-dev librdmacm-dev libsystemd-dev libcurl4-openssl-dev
-  libssl-dev  # libcrypto: HMAC-SHA-256 for auth_key_file (docs/security.md)
+  libssl-dev  # libcrypto: HMAC-SHA-256 for auth_key_file; libssl: tls (docs/security.md)
   libzstd-dev  # the built-in zstd stage (docs/stages.md)
   libzmq3-dev  # bench/: the ZeroMQ reference of docs/performance.md
   openmpi-bin libopenmpi-dev  # bench/mpi_bcast.c: the MPI_Bcast reference (mpirun, mpi.h)
@@ -27,6 +27,7 @@ test_pkgs=(
   graphviz  # dot: README's `hoprelay graph ... | dot -Tpng`, run by integration.Cli.ReadmeGraph*
   lintian  # tests/package/test_deb.sh: no lintian errors in the packages
   zstd  # bench/threads.sh: the zstd command, the reference its zstd relay is measured against
+  openssl  # tests/integration/tls_test.cpp: its certificates, and s_client to look at a node
   ucx-utils  # ucx_perftest: UCX's UCT put_bw/am_lat beside perftest in the Soft-RoCE suite
   # mpirun and mpicc: the Soft-RoCE suite tries Open MPI over the rxe device (peers_probe)
   # (openmpi-bin and libopenmpi-dev are build packages too: bench/mpi_bcast.c)

@@ -69,6 +69,24 @@ std::shared_ptr<const Topology> load(const char* topology, const PluginCheck& pl
   }
 }
 
+// The options' tls_cert, tls_key and tls_ca (all or none), as the topology gives paths: a
+// relative one is the caller's (from its working directory).
+hoprelay::config::TlsSpec tls_option(const char* what, const char* cert, const char* key,
+                                     const char* ca) {
+  hoprelay::config::TlsSpec spec;
+  const int given = (cert && *cert) + (key && *key) + (ca && *ca);
+  if (given == 0) return spec;
+  if (given != 3) {
+    throw ClientError(HOPRELAY_EINVAL, std::string(what) +
+                                           ": give tls_cert, tls_key and tls_ca together (the "
+                                           "certificate, its private key and the peers' CA)");
+  }
+  spec.cert = cert;
+  spec.key = key;
+  spec.ca = ca;
+  return spec;
+}
+
 const hoprelay::config::NodeSpec& find_node(const Topology& t, const char* name) {
   const auto* spec = t.find(name);
   if (!spec) {
@@ -283,6 +301,7 @@ int hoprelay_producer_open(const char* topology, const char* head,
                                         defaults.on_outcome,
                                         defaults.outcome_user,
                                         defaults.run_head != 0};
+    o.tls = tls_option("producer_open", defaults.tls_cert, defaults.tls_key, defaults.tls_ca);
     h->impl = std::make_unique<hoprelay::client::Producer>(t, head, o);
   } catch (const ClientError& e) {
     return fail(e.status(), e.what());
@@ -451,6 +470,14 @@ int hoprelay_consumer_open(const char* topology, const char* node,
   try {
     auto t = load(topology, {PluginCheck::Mode::kNode, node});
     (void)find_node(*t, node);  // (a relay too, since 1.6: it keeps what it relays)
+    auto tls = tls_option("consumer_open", defaults.tls_cert, defaults.tls_key, defaults.tls_ca);
+    if (tls.enabled()) {  // in place of the node's own, in a copy of the topology
+      auto copy = std::make_shared<Topology>(*t);
+      for (auto& n : copy->nodes) {
+        if (n.name == node) n.tls = tls;
+      }
+      t = std::move(copy);
+    }
     h->impl = std::make_unique<hoprelay::client::Consumer>(
         t, node, defaults.state_dir ? defaults.state_dir : "");
   } catch (const ClientError& e) {

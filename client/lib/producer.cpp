@@ -10,6 +10,7 @@
 #include "embedded_node.h"
 #include "hoprelay/transport/inproc.h"
 #include "hoprelay/transport/log.h"
+#include "hoprelay/transport/tls.h"
 #include "status.h"
 
 namespace hoprelay::client {
@@ -47,6 +48,10 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
   }
+  // Over TLS to the head: the options' credentials, else the topology's top-level tls (this
+  // host's own certificate; a producer is admitted with any the head's CA issued).
+  const config::TlsSpec& tls = options.tls.enabled() ? options.tls : topology_->tls;
+  if (tls.enabled() && !options.run_head) id.tls = transport::TlsContext::load(tls);
   if (options.run_head) {
     node_ = start_node(topology_, head, loop_, [this](daemon::Node& n) {
       n.when_device_lost([this](std::string_view device) {

@@ -41,6 +41,8 @@ struct ProducerOptions {
   hoprelay_outcome_fn on_outcome = nullptr;
   void* outcome_user = nullptr;
   bool run_head = false;  // run the head node in this process (no hoprelayd for it)
+  // TLS credentials for the link to the head; disabled: the topology's top-level tls, if any.
+  config::TlsSpec tls;
 };
 
 class Producer final : public transport::LinkEvents {

@@ -19,6 +19,7 @@
 #include "hoprelay/daemon/build_info.h"
 #include "hoprelay/stages/pattern.h"
 #include "hoprelay/transport/log.h"
+#include "hoprelay/transport/tls.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "status.h"
 #include "stop_signals.h"
@@ -87,6 +88,48 @@ int run_plan(hoprelay::config::PlanOptions options) {
     for (const auto& d : e.diagnostics()) std::cerr << d.format() << "\n";
     return kExitConfig;
   }
+}
+
+// --tls-cert, --tls-key, --tls-ca: all three or none.
+void add_tls_options(CLI::App* cmd, hoprelay::client::TlsFiles& tls, const std::string& own,
+                     const std::string& peers) {
+  auto* cert = cmd->add_option("--tls-cert", tls.cert,
+                               "TLS: " + own +
+                                   " certificate chain (PEM), in place of the "
+                                   "topology's tls (docs/security.md)");
+  auto* key = cmd->add_option("--tls-key", tls.key, "TLS: its private key (PEM)");
+  auto* ca = cmd->add_option("--tls-ca", tls.ca,
+                             "TLS: the CA (PEM) that " + peers + " certificates chain to");
+  cert->needs(key)->needs(ca);
+  key->needs(cert)->needs(ca);
+  ca->needs(cert)->needs(key);
+}
+
+// validate: the TLS files of the nodes (of `node` alone, when given) as this host has them.
+// Every host has its own under the same paths, so a certificate must name one of the nodes
+// that use those paths. A file this host lacks is a warning: it belongs on another host.
+bool check_tls(const hoprelay::config::Topology& topology, const std::string& node) {
+  std::vector<std::pair<const hoprelay::config::TlsSpec*, std::vector<std::string>>> uses;
+  for (const auto& n : topology.nodes) {
+    if (!n.tls.enabled() || (!node.empty() && n.name != node)) continue;
+    auto it =
+        std::find_if(uses.begin(), uses.end(), [&](const auto& u) { return *u.first == n.tls; });
+    if (it == uses.end()) {
+      uses.push_back({&n.tls, {n.name}});
+    } else {
+      it->second.push_back(n.name);
+    }
+  }
+  bool ok = true;
+  for (const auto& [spec, nodes] : uses) {
+    bool missing = false;
+    if (auto problem = hoprelay::transport::check_tls_files(*spec, nodes, missing)) {
+      hoprelay::config::Diagnostic d{topology.path, spec->pos, *problem, missing};
+      std::cerr << d.format() << "\n";
+      ok &= missing;
+    }
+  }
+  return ok;
 }
 
 }  // namespace
@@ -229,6 +272,7 @@ int main(int argc, char** argv) {
                    "Seconds to wait at the end for the end-of-stream mark's acknowledgement "
                    "(0: as long as it takes)")
       ->check(CLI::Range(0, 86400));
+  add_tls_options(send, opts.tls, "the producer's", "the head's");
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   file_opt->excludes(count_opt);
@@ -247,6 +291,7 @@ int main(int argc, char** argv) {
                    "The node to run: a leaf, or a relay (it forwards every message too)")
       ->required();
   recv->add_option("--output,-o", ropts.output, "Write to this file instead of standard output");
+  add_tls_options(recv, ropts.tls, "the node's", "its peers'");
   recv->add_option("--framing", recv_framing,
                    "raw (payloads back to back), lines (a newline after each) or length (a "
                    "4-byte big-endian length before each): as hoprelay send was given")
@@ -307,6 +352,7 @@ int main(int argc, char** argv) {
       return kExitConfig;
     }
     for (const auto& w : topology->warnings()) std::cerr << w.format() << "\n";
+    if (!check_tls(*topology, validate_node)) return kExitConfig;
     std::cout << "ok: pipeline \"" << topology->name << "\""
               << (topology->name_defaulted ? " (name defaulted from the file name)" : "") << ", "
               << counted(topology->nodes.size(), "node") << ", "

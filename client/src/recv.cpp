@@ -167,6 +167,11 @@ int run_recv(const RecvOptions& o) {
     }
     co.state_dir = o.state_dir.c_str();
   }
+  if (!o.tls.cert.empty()) {
+    co.tls_cert = o.tls.cert.c_str();
+    co.tls_key = o.tls.key.c_str();
+    co.tls_ca = o.tls.ca.c_str();
+  }
   std::map<uint32_t, Stream> streams;
   uint64_t messages = 0, bytes = 0, ended = 0;
   int exit_code = 0;

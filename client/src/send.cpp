@@ -533,6 +533,11 @@ int run_send(const SendOptions& o) {
   po.first_seq = o.first_seq;
   po.connect_timeout_ms = o.connect_timeout_ms;
   po.run_head = o.run_head;
+  if (!o.tls.cert.empty()) {
+    po.tls_cert = o.tls.cert.c_str();
+    po.tls_key = o.tls.key.c_str();
+    po.tls_ca = o.tls.ca.c_str();
+  }
   po.log = log_line;
   po.log_level = HOPRELAY_CLIENT_LOG_DEBUG;  // spdlog's level filters
   Outcomes outcomes(o.resume);

@@ -10,6 +10,13 @@
 
 namespace hoprelay::client {
 
+// --tls-cert, --tls-key, --tls-ca (all or none): TLS credentials in place of the topology's.
+struct TlsFiles {
+  std::string cert;
+  std::string key;
+  std::string ca;
+};
+
 // libhoprelay's log callback (hoprelay_log_fn) for the CLI: into its spdlog logger, whose
 // level (--log-level) filters.
 inline void log_line(void*, int level, const char* line) {
@@ -59,6 +66,7 @@ struct SendOptions {
   // Run the head node in this process (hoprelay_producer_options.run_head).
   bool run_head = false;
   int connect_timeout_ms = 30000;
+  TlsFiles tls;
   // How long the close waits for the end mark's acknowledgement (-1: as long as it takes).
   int close_timeout_ms = 10000;
 };
@@ -76,6 +84,7 @@ struct RecvOptions {
   // The consumer's durable position (libhoprelay's state_dir): the output is made durable,
   // then the position; on restart the output is cut back to the last recorded position.
   std::string state_dir;
+  TlsFiles tls;
 };
 int run_recv(const RecvOptions& options);
 

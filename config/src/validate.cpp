@@ -26,7 +26,8 @@ using internal::did_you_mean;
 using internal::kMaxNodeNameBytes;
 using internal::node_name_charset_ok;
 
-const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file"};
+const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file", "tls"};
+const std::vector<std::string_view> kTlsKeys = {"cert", "key", "ca"};
 const std::vector<std::string_view> kPipelineKeys = {
     "name",      "transport",    "slot_size",         "slots",   "ingress",      "forward",
     "poll",      "on_peer_down", "peer_down_timeout", "threads", "link_threads", "spool_dir",
@@ -52,7 +53,8 @@ const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "spool_after",
                                                  "standby",
                                                  "rate_limit",
-                                                 "rate_limit_to"};
+                                                 "rate_limit_to",
+                                                 "tls"};
 
 SourcePos pos_of(const toml::source_region& region) {
   return {region.begin.line, region.begin.column};
@@ -255,6 +257,8 @@ class Validator {
         nodes = e.value;
       } else if (e.key == "auth_key_file") {
         parse_auth_key_file(e, topology);
+      } else if (e.key == "tls") {
+        parse_tls(e, "tls", topology.tls);
       } else {
         unknown_key(e, "at top level", kTopLevelKeys, &suggested);
         note_misspelt_nodes(e);
@@ -271,6 +275,7 @@ class Validator {
     topology.slot_size = defaults.slot_size;
     topology.slots = defaults.slots;
 
+    top_tls_ = topology.tls;
     if (nodes) {
       parse_nodes(*nodes, defaults);
     } else if (!suggested.count("nodes")) {
@@ -316,12 +321,13 @@ class Validator {
     if (auto match = internal::closest(e.key, known)) {
       message += "; did you mean " + quoted(*match) + "?";
       suggested->insert(*match);
-    } else if (where == "in [pipeline]" && contains(kNodeKeys, e.key)) {
+    } else if (where == "in [pipeline]" && contains(kNodeKeys, e.key) && e.key != "tls") {
       message += " (" + quoted(e.key) + " is a per-node key: set it in [nodes.NAME])";
     } else if (where != "in [pipeline]" && contains(kPipelineKeys, e.key)) {
       message += " (" + quoted(e.key) + " belongs in [pipeline])";
-    } else if (e.key == "auth_key_file") {
-      message += " (" + quoted(e.key) + " is a top-level key: set it before the first table)";
+    } else if (e.key == "auth_key_file" || (e.key == "tls" && where == "in [pipeline]")) {
+      message += " (" + quoted(e.key) + " is a top-level key: set it before the first table" +
+                 (e.key == "tls" ? ", or in [nodes.NAME] for one node)" : ")");
     }
     error(e.key_pos, std::move(message));
   }
@@ -563,6 +569,59 @@ class Validator {
     topology.auth_key_file_pos = e.value_pos;
   }
 
+  // `tls = { cert = "...", key = "...", ca = "..." }`, all three required. Not read here (the
+  // transport loads them when it starts; `hoprelay validate` checks them where they exist).
+  void parse_tls(const Entry& e, const std::string& name, TlsSpec& out) {
+    const toml::table* table = e.value->as_table();
+    if (!table) {
+      type_error(e, name,
+                 "a table of the node's certificate, key and CA, as in { cert = \"node.pem\", "
+                 "key = \"node.key\", ca = \"ca.pem\" }");
+      return;
+    }
+    TlsSpec spec;
+    spec.pos = e.value_pos;
+    bool ok = true;
+    for (const Entry& f : in_file_order(*table)) {
+      std::string* path = f.key == "cert"  ? &spec.cert
+                          : f.key == "key" ? &spec.key
+                          : f.key == "ca"  ? &spec.ca
+                                           : nullptr;
+      if (!path) {
+        std::string message = "unknown key " + quoted(f.key) + " in " + name;
+        if (auto match = internal::closest(f.key, kTlsKeys)) {
+          message += "; did you mean " + quoted(*match) + "?";
+        } else {
+          message += " (it takes cert, key and ca)";
+        }
+        error(f.key_pos, std::move(message));
+        ok = false;
+        continue;
+      }
+      auto value = get_string(f, name + "." + std::string(f.key));
+      if (!value) {
+        ok = false;
+        continue;
+      }
+      if (value->empty()) {
+        error(f.value_pos, name + "." + std::string(f.key) + " must not be empty");
+        ok = false;
+        continue;
+      }
+      *path = value->front() == '/' ? *value : beside_file(*value);
+    }
+    for (auto [path, key] :
+         {std::pair{&spec.cert, "cert"}, std::pair{&spec.key, "key"}, std::pair{&spec.ca, "ca"}}) {
+      if (path->empty() && ok) {
+        error(e.value_pos, name + " is missing \"" + std::string(key) +
+                               "\": TLS needs the node's certificate (cert), its private key "
+                               "(key) and the CA its peers' certificates chain to (ca)");
+        ok = false;
+      }
+    }
+    if (ok) out = std::move(spec);
+  }
+
   // The pipeline's name when the file gives none: the file's base name without ".toml"
   // (/etc/hoprelay/topology.toml -> "topology"), said so by `hoprelay validate`.
   void default_name(Topology& topology) {
@@ -655,6 +714,7 @@ class Validator {
     bool has_listen = false;
     std::set<std::string_view> suggested;
     std::vector<SourcePos> rate_limit_to_pos;
+    spec.tls = top_tls_;
     for (const Entry& e : in_file_order(*raw.table)) {
       if (e.key == "listen" || e.key == "metrics") {
         if (e.key == "listen") has_listen = true;
@@ -671,6 +731,8 @@ class Validator {
         parse_cpu(e, spec, prefix + ".cpu");
       } else if (e.key == "rate_limit_to") {
         parse_rate_limit_to(e, spec, prefix + ".rate_limit_to", rate_limit_to_pos);
+      } else if (e.key == "tls") {
+        parse_tls(e, prefix + ".tls", spec.tls);
       } else if (e.key == "standby") {
         if (const auto* str = e.value->as_string()) {
           spec.standby = str->get();
@@ -1130,6 +1192,7 @@ class Validator {
   const std::string& path_;
   const PluginCheck& plugins_;
   std::vector<Diagnostic> diagnostics_;
+  TlsSpec top_tls_;  // the top-level `tls`: every node's unless it has its own
   std::vector<RawNode> raw_nodes_;
   std::map<std::string, size_t> index_;
   std::vector<std::string_view> node_names_;           // views into the parsed table's keys

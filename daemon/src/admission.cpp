@@ -47,6 +47,8 @@ const char* Admission::reason_label(Verdict verdict) {
       return "wrong_address";
     case Verdict::kNotUpstream:
       return "not_upstream";
+    case Verdict::kWrongCertificate:
+      return "wrong_certificate";
     case Verdict::kAdmit:
       break;
   }
@@ -70,14 +72,14 @@ Admission::Admission(const config::Topology& topology, const config::NodeSpec& s
     const config::NodeSpec* declared = topology.find(name);
     if (!declared) continue;
     accepts_writes_ |= declared->forward == config::Forward::kWrite;
-    Upstream u{name, declared->listen.host, declared->listen.is_wildcard(), {}};
+    Upstream u{name, name, declared->listen.host, declared->listen.is_wildcard(), {}};
     if (!u.any) resolve(u);
     upstream_.push_back(std::move(u));
     // A node that stands in for it (on_peer_down = "bypass") connects under its name, from
     // its own host: admitted for that branch only.
     for (const std::string& who : topology.stand_ins(name)) {
       const config::NodeSpec* s = topology.find(who);
-      Upstream b{name, s->listen.host, s->listen.is_wildcard(), {}};
+      Upstream b{name, who, s->listen.host, s->listen.is_wildcard(), {}};
       if (!b.any) resolve(b);
       upstream_.push_back(std::move(b));
     }
@@ -105,6 +107,7 @@ Admission::Verdict Admission::check(const transport::PeerInfo& peer, std::string
   }
   // The peer's own entry first, then those of the nodes that may stand in for it.
   const Upstream* first = nullptr;
+  const Upstream* uncertified = nullptr;  // from its address, without the certificate for it
   const std::string_view host = host_of(peer.address);
   for (Upstream& u : upstream_) {
     if (u.name != peer.name) continue;
@@ -113,8 +116,21 @@ Admission::Verdict Admission::check(const transport::PeerInfo& peer, std::string
       resolve(u);  // it failed when the topology was loaded: the one lookup on the loop
     }
     if (u.any || std::find(u.hosts.begin(), u.hosts.end(), host) != u.hosts.end()) {
-      return Verdict::kAdmit;
+      const auto& names = peer.certificate_names;
+      if (!peer.tls || std::find(names.begin(), names.end(), u.certified_as) != names.end()) {
+        return Verdict::kAdmit;
+      }
+      if (!uncertified) uncertified = &u;
     }
+  }
+  if (uncertified) {
+    std::string names;
+    for (const auto& n : peer.certificate_names) names += (names.empty() ? "" : ", ") + n;
+    reason = "\"" + peer.name + "\" shows a TLS certificate that names " +
+             (names.empty() ? std::string("no DNS name") : names) + ", not " +
+             uncertified->certified_as + ": issue " + uncertified->certified_as +
+             "'s certificate with subjectAltName = DNS:" + uncertified->certified_as;
+    return Verdict::kWrongCertificate;
   }
   if (!first) {
     reason =

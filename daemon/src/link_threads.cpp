@@ -255,11 +255,11 @@ void LinkThreads::watch_stalls(NodeMetrics& metrics) {
   }
 }
 
-void LinkThreads::set_topology_hash(uint64_t hash) {
+void LinkThreads::each_transport(const std::function<void(transport::Transport&)>& apply) {
   for (auto& wp : workers_) {
     Worker& w = *wp;
     std::lock_guard lock(w.control_mu);
-    w.control.push_back([&w, hash] { w.transport->set_topology_hash(hash); });
+    w.control.push_back([&w, apply] { apply(*w.transport); });
     w.has_control.store(true, std::memory_order_release);
     w.wake.notify();
   }

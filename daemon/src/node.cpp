@@ -10,6 +10,7 @@
 
 #include "hoprelay/daemon/monotonic.h"
 #include "hoprelay/transport/log.h"
+#include "hoprelay/transport/tls.h"
 #include "node_log.h"
 
 namespace hoprelay::daemon {
@@ -35,12 +36,25 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
   if (!topology_->auth_key_file.empty()) {
     id.auth = transport::AuthKey::load(topology_->auth_key_file);
   }
+  if (spec_->tls.enabled()) {
+    id.tls = transport::TlsContext::load(spec_->tls);
+    node_log().info(
+        "node {}: TLS 1.3 on its TCP links, as {} (tls.cert {}), peers checked "
+        "against tls.ca {}",
+        spec_->name, id.tls->names(), spec_->tls.cert, spec_->tls.ca);
+  }
   admission_ = Admission(*topology_, *spec_);
   transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll};
   auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
   node_log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,
                   transport_->name(), choice.reason);
+  if (id.tls && transport_->name() != "tcp") {
+    node_log().info(
+        "node {}: its {} links do not use tls (TLS is for TCP links; the fabric "
+        "protects RDMA traffic: docs/security.md)",
+        spec_->name, transport_->name());
+  }
   if (spec_->link_threads > 0 && spec_->downstream.empty()) {
     node_log().info("node {}: link_threads = {} unused: it has no downstream links", spec_->name,
                     spec_->link_threads);

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "hoprelay/daemon/node.h"
+#include "hoprelay/transport/tls.h"
 #include "node_log.h"
 
 namespace hoprelay::daemon {
@@ -31,6 +32,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (n->spool_dir != spec_->spool_dir) fixed.push_back("spool_dir");
   if (n->spool_max != spec_->spool_max) fixed.push_back("spool_max");
   if (n->spool_after != spec_->spool_after) fixed.push_back("spool_after");
+  if (n->tls.enabled() != spec_->tls.enabled()) fixed.push_back("tls");
   if (!fixed.empty()) {
     std::string names;
     for (const auto& f : fixed)
@@ -49,6 +51,17 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   // Every message that arrived before the reload passes the old stage, whole: what the workers
   // have goes on first (a chunk the old stage saw must not meet the new one).
   if (new_stage) stage_->finish_all();
+
+  // Certificates read again (renewed ones under the same paths, or new paths): links up now
+  // keep theirs, handshakes from now on use these. Files that do not load refuse the reload.
+  std::shared_ptr<const transport::TlsContext> tls;
+  if (n->tls.enabled()) {
+    try {
+      tls = transport::TlsContext::load(n->tls);
+    } catch (const transport::TransportError& e) {
+      return e.what();
+    }
+  }
 
   // Upstream hosts resolved now, before the point of no return (admission.h).
   Admission admission(*next, *n);
@@ -69,8 +82,16 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   }
   transport_->set_remote_write(admission_.accepts_writes());
   // Peers that read the new file must not be told it differs from this node's.
-  transport_->set_topology_hash(topology_->hash);
-  if (link_threads_) link_threads_->set_topology_hash(topology_->hash);
+  const uint64_t hash = topology_->hash;
+  transport_->set_topology_hash(hash);
+  if (tls) transport_->set_tls(tls);
+  if (link_threads_) {
+    link_threads_->each_transport([hash, tls](transport::Transport& t) {
+      t.set_topology_hash(hash);
+      if (tls) t.set_tls(tls);
+    });
+  }
+  if (tls) node_log().info("reload: TLS certificates read again from {}", n->tls.cert);
   stage_->set_spec(*spec_);
   chunks_->set_spec(*spec_);
   if (new_stage) stage_->replace(std::move(*new_stage));

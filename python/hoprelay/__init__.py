@@ -69,7 +69,7 @@ __all__ = [
 # ---- constants of client.h ----------------------------------------------------------------
 
 VERSION_MAJOR = 1  # HOPRELAY_CLIENT_VERSION_MAJOR of the header this module mirrors
-VERSION_MINOR = 8
+VERSION_MINOR = 10
 
 OK = 0
 EINVAL = -1
@@ -140,12 +140,16 @@ class _ProducerOptions(ctypes.Structure):
         ("on_outcome", ctypes.c_void_p),  # an _OUTCOME_FN, or None
         ("outcome_user", ctypes.c_void_p),
         ("run_head", ctypes.c_int),  # since 1.4
+        ("tls_cert", ctypes.c_char_p),  # since 1.10
+        ("tls_key", ctypes.c_char_p),
+        ("tls_ca", ctypes.c_char_p),
     ]
 
     def __init__(self):
         # hoprelay_producer_options_init() is static inline in the header: its defaults.
         super().__init__(ctypes.sizeof(_ProducerOptions), VERSION_MAJOR, VERSION_MINOR,
-                         0, 0, 30000, _LOG_FN(), None, LOG_INFO, None, None, 0)
+                         0, 0, 30000, _LOG_FN(), None, LOG_INFO, None, None, 0,
+                         None, None, None)
 
 
 class _ConsumerOptions(ctypes.Structure):
@@ -158,12 +162,32 @@ class _ConsumerOptions(ctypes.Structure):
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
         ("state_dir", ctypes.c_char_p),  # since 1.1
+        ("tls_cert", ctypes.c_char_p),  # since 1.10
+        ("tls_key", ctypes.c_char_p),
+        ("tls_ca", ctypes.c_char_p),
     ]
 
     def __init__(self):
         # hoprelay_consumer_options_init()'s defaults.
         super().__init__(ctypes.sizeof(_ConsumerOptions), VERSION_MAJOR, VERSION_MINOR,
-                         _LOG_FN(), None, LOG_INFO, None)
+                         _LOG_FN(), None, LOG_INFO, None, None, None, None)
+
+
+def _tls_options(options, tls, who):
+    """tls=(cert, key, ca) into the options (libhoprelay 1.10); None: as a library that
+    knows no TLS options sees them (the topology's tls applies)."""
+    if tls is None:
+        if version() < (1, 10):
+            options.struct_size = type(options).tls_cert.offset
+        return
+    try:
+        cert, key, ca = tls
+    except (TypeError, ValueError):
+        raise ValueError("%s(tls=%r): a (cert, key, ca) tuple of PEM file paths" % (who, tls)) from None
+    if version() < (1, 10):
+        raise VersionError(EVERSION, "%s(tls=...): libhoprelay %d.%d has no TLS options (1.10 "
+                           "and later)" % ((who,) + version()))
+    options.tls_cert, options.tls_key, options.tls_ca = (os.fsencode(p) for p in (cert, key, ca))
 
 
 class _Message(ctypes.Structure):
@@ -706,7 +730,7 @@ class Producer(_Handle):
 
     def __init__(self, topology, head, *, origin=0, first_seq=0, connect_timeout=30.0,
                  log=None, log_level=LOG_INFO, on_outcome=None, run_head=False,
-                 flush_on_destroy=5.0):
+                 flush_on_destroy=5.0, tls=None):
         super().__init__()
         # Seconds the finaliser of a producer not closed waits for what was sent to be
         # acknowledged (0: not at all, None: as long as it takes), as the C++ wrapper does.
@@ -717,7 +741,8 @@ class Producer(_Handle):
                 raise VersionError(EVERSION, "Producer(run_head=True): libhoprelay %d.%d cannot "
                                    "run the head (1.4 and later)" % version())
             options.run_head = 1
-        elif version() < (1, 4):
+        _tls_options(options, tls, "Producer")
+        if version() < (1, 4):
             # The options as a 1.3 library knows them (it refuses a larger struct).
             options.struct_size = _ProducerOptions.run_head.offset
         options.origin = _int(origin, "Producer(origin=%r)", 0, (1 << 32) - 1,
@@ -1222,9 +1247,11 @@ class Consumer(_Handle):
 
     _kind = "consumer"
 
-    def __init__(self, topology, node, *, state_dir=None, log=None, log_level=LOG_INFO):
+    def __init__(self, topology, node, *, state_dir=None, log=None, log_level=LOG_INFO,
+                 tls=None):
         super().__init__()
         options = _ConsumerOptions()
+        _tls_options(options, tls, "Consumer")
         options.log_level = _int(log_level, "Consumer(log_level=%r)", -(1 << 31), _INT_MAX,
                                  _LEVEL)
         self._log_cb = _log_callback(log)  # kept alive as long as the handle

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A fleet on one machine (tests/fleet/README.md): N emulated hosts, each a network namespace
 # with one NIC (a veth into a bridge that lives in a namespace of its own), an address from the
-# benchmarking range 198.18.0.0/15, and its egress shaped to RATE with tbf. Traffic never leaves
-# the namespaces this script makes; every namespace's name starts with FLEET-.
+# benchmarking range 198.18.0.0/15, and both directions of its NIC shaped to RATE with tbf (its
+# egress in its namespace, its ingress on the bridge's side). Traffic never leaves the
+# namespaces this script makes; every namespace's name starts with FLEET-.
 #
 #   fleet.sh up FLEET N RATE          make it (RATE as tc writes it: 200mbit, 1gbit)
 #   fleet.sh hosts FLEET [PORT]       the hosts file for `hoprelay plan`: one address a line
 #   fleet.sh exec FLEET I CMD...      run CMD on host I (in its namespace)
 #   fleet.sh kill FLEET I [SIGNAL]    signal every process of host I (default KILL)
-#   fleet.sh throttle FLEET I RATE    change host I's egress rate
+#   fleet.sh throttle FLEET I RATE    change host I's NIC rate (both directions)
 #   fleet.sh sent FLEET               bytes each host has sent since up: "I BYTES RATE"
 #   fleet.sh down FLEET               kill every process of the fleet and remove it
 #
@@ -44,10 +45,16 @@ burst_for() {
   echo "$bytes"
 }
 
-shape() { # shape NS RATE [add|change]
+shape() { # shape NS DEV RATE [add|change]
   local burst
-  burst=$(burst_for "$2")
-  tc -n "$1" qdisc "${3:-add}" dev eth0 root tbf rate "$2" burst "$burst" latency 100ms
+  burst=$(burst_for "$3")
+  tc -n "$1" qdisc "${4:-add}" dev "$2" root tbf rate "$3" burst "$burst" latency 100ms
+}
+
+# A NIC of RATE is RATE each way: host I's egress is shaped in its namespace, what the bridge
+# sends it (its ingress, e.g. a swarm's many peers at once) on the bridge's end of its veth.
+shape_host() { # shape_host FLEET I RATE [add|change]
+  shape "$(ns_host "$1" "$2")" eth0 "$3" "${4:-add}" && shape "$(ns_bridge "$1")" "v$2" "$3" "${4:-add}"
 }
 
 check_name() {
@@ -84,7 +91,7 @@ up() {
     ip -n "$h" link set lo up
     ip -n "$h" addr add "$(address "$i")/15" dev eth0
     ip -n "$h" link set eth0 up
-    if ! shape "$h" "$rate" 2>/tmp/fleet-tc.$$; then
+    if ! shape_host "$fleet" "$i" "$rate" 2>/tmp/fleet-tc.$$; then
       local why
       why=$(cat /tmp/fleet-tc.$$)
       rm -f /tmp/fleet-tc.$$
@@ -161,7 +168,8 @@ case $cmd in
     ;;
   throttle)
     (($# == 3)) || die "usage: fleet.sh throttle FLEET I RATE"
-    shape "$(host_ns "$1" "$2")" "$3" change
+    host_ns "$1" "$2" >/dev/null
+    shape_host "$1" "$2" "$3" change
     ;;
   sent) sent "$@" ;;
   down)

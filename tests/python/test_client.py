@@ -357,6 +357,7 @@ def run(topology, directory, metrics):
     dedup_checks(directory)
     durable_checks(directory)
     run_head_checks(directory)
+    tls_checks(directory)
 
 
 # ---- outcomes: on_outcome ---------------------------------------------------------------------
@@ -908,6 +909,15 @@ listen = "127.0.0.1:%d"
               run_head_stream, consumer, topology)
 
 
+def receive_expected(consumer, origin, thread, report):
+    """What produce() sends, from `thread`, checked at `consumer`; then the producer's report."""
+    receive(consumer, origin, 0, SEND_PAYLOADS)
+    receive(consumer, origin, len(SEND_PAYLOADS), RESERVE_PAYLOADS)
+    receive_end(consumer, origin, len(EXPECTED))
+    thread.join(RECV_TIMEOUT)
+    producer_done(thread, report)
+
+
 def run_head_stream(consumer, topology):
     producer = hoprelay.Producer(topology, "a", run_head=True, connect_timeout=10)
     expect_error(lambda: hoprelay.Producer(topology, "a", run_head=True), hoprelay.EUNAVAILABLE,
@@ -916,11 +926,67 @@ def run_head_stream(consumer, topology):
     report = {}
     thread = threading.Thread(target=produce, args=(producer, report), daemon=True)
     thread.start()
-    receive(consumer, origin, 0, SEND_PAYLOADS)
-    receive(consumer, origin, len(SEND_PAYLOADS), RESERVE_PAYLOADS)
-    receive_end(consumer, origin, len(EXPECTED))
-    thread.join(RECV_TIMEOUT)
-    producer_done(thread, report)
+    receive_expected(consumer, origin, thread, report)
+
+
+def tls_checks(directory):
+    """Producer -> consumer c over TLS (libhoprelay 1.10's tls options): c's topology names
+    files that do not exist, so only the options' certificates can carry the link."""
+    openssl = "/usr/bin/openssl"
+    run = lambda *argv: subprocess.run(argv, check=True, capture_output=True, cwd=directory)
+    run(openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "py-ca.key", "-out", "py-ca.pem", "-days", "2", "-subj", "/CN=py-ca")
+    for name in ("c", "producer"):
+        with open(os.path.join(directory, "py-%s.ext" % name), "w") as f:
+            f.write("subjectAltName = DNS:%s\n" % name)
+        run(openssl, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "py-%s.key" % name, "-out", "py-%s.csr" % name, "-subj", "/CN=" + name)
+        run(openssl, "x509", "-req", "-in", "py-%s.csr" % name, "-CA", "py-ca.pem", "-CAkey",
+            "py-ca.key", "-CAcreateserial", "-out", "py-%s.pem" % name, "-days", "2", "-extfile",
+            "py-%s.ext" % name)
+    files = lambda name: tuple(os.path.join(directory, "py-%s.%s" % (name, ext))
+                               for ext in ("pem", "key")) + (os.path.join(directory, "py-ca.pem"),)
+    topology = """\
+[pipeline]
+name = "python-tls"
+transport = "tcp"
+slot_size = "16KiB"
+slots = 32
+
+[nodes.c]
+listen = "127.0.0.1:%d"
+tls = { cert = "/nonexistent/c.pem", key = "/nonexistent/c.key", ca = "/nonexistent/ca.pem" }
+""" % free_ports(1)[0]
+    expect_error(lambda: hoprelay.Consumer(topology, "c"), hoprelay.EUNAVAILABLE,
+                 "tls.cert /nonexistent/c.pem")
+    try:
+        hoprelay.Consumer(topology, "c", tls=("only-a-cert.pem",))
+        raise AssertionError("Consumer(tls=(one path,)) raised nothing")
+    except ValueError as e:
+        expect("a (cert, key, ca) tuple" in str(e), "%r does not say what tls takes" % str(e))
+    with hoprelay.Consumer(topology, "c", tls=files("c")) as consumer:
+        check("Producer(tls=...) to Consumer(tls=...): 1000 messages by send and 500 by "
+              "reserve/commit over TLS 1.3, in order, byte-equal, then the end mark",
+              tls_stream, consumer, topology, files("producer"))
+
+
+def tls_stream(consumer, topology, tls):
+    # Opened on the producer's thread: the consumer's node (its listener, its TLS handshakes)
+    # moves only inside this thread's calls, in receive().
+    origin = 4242
+    report = {}
+
+    def open_and_produce():
+        try:
+            producer = hoprelay.Producer(topology, "c", tls=tls, origin=origin, connect_timeout=20)
+        except Exception as e:  # noqa: BLE001 - reported by producer_done
+            report["error"] = "open: %s" % e
+            return
+        produce(producer, report)
+
+    thread = threading.Thread(target=open_and_produce, daemon=True)
+    thread.start()
+    receive_expected(consumer, origin, thread, report)
 
 
 DURABLE_MESSAGES = 3000

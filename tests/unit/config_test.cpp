@@ -1108,6 +1108,54 @@ TEST(ConfigTest, AuthKeyFileThatDoesNotValidate) {
                "set it before the first table)");
 }
 
+TEST(ConfigTest, TlsAtTopLevelIsEveryNodesAndANodesOwnOverridesIt) {
+  Topology t =
+      parse_topology(R"(tls = { cert = "tls/node.pem", key = "tls/node.key", ca = "/etc/ca.pem" }
+[pipeline]
+name = "p"
+[nodes.a]
+listen = "h:1"
+downstream = ["b"]
+[nodes.b]
+listen = "h:2"
+tls = { ca = "b/ca.pem", cert = "b/b.pem", key = "b/b.key" }
+)",
+                     "/etc/hoprelay/t.toml");
+  EXPECT_EQ(t.tls.cert, "/etc/hoprelay/tls/node.pem");
+  EXPECT_EQ(t.tls.key, "/etc/hoprelay/tls/node.key");
+  EXPECT_EQ(t.tls.ca, "/etc/ca.pem");
+  EXPECT_EQ(t.tls.pos.line, 1u);
+  EXPECT_EQ(t.tls.pos.col, 7u);
+  EXPECT_EQ(t.nodes[0].tls, t.tls);
+  EXPECT_EQ(t.nodes[1].tls.cert, "/etc/hoprelay/b/b.pem");
+  EXPECT_EQ(t.nodes[1].tls.ca, "/etc/hoprelay/b/ca.pem");
+  EXPECT_EQ(t.nodes[1].tls.pos.line, 9u);
+  Topology plain = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t");
+  EXPECT_FALSE(plain.tls.enabled());
+  EXPECT_FALSE(plain.nodes[0].tls.enabled());
+}
+
+TEST(ConfigTest, TlsThatDoesNotValidate) {
+  std::string nodes = node_a("");
+  expect_error("tls = \"x.pem\"\n" + nodes, 1, 7,
+               "tls must be a table of the node's certificate, key and CA, as in { cert = "
+               "\"node.pem\", key = \"node.key\", ca = \"ca.pem\" }, got string");
+  expect_error("tls = { cert = \"c\", key = \"k\" }\n" + nodes, 1, 7,
+               "tls is missing \"ca\": TLS needs the node's certificate (cert), its private key "
+               "(key) and the CA its peers' certificates chain to (ca)");
+  expect_error("tls = { crt = \"c\", key = \"k\", ca = \"a\" }\n" + nodes, 1, 9,
+               "unknown key \"crt\" in tls; did you mean \"cert\"?");
+  expect_error("tls = { cert = \"c\", key = \"k\", ca = \"a\", password = \"x\" }\n" + nodes, 1, 42,
+               "unknown key \"password\" in tls (it takes cert, key and ca)");
+  expect_error("tls = { cert = \"\", key = \"k\", ca = \"a\" }\n" + nodes, 1, 16,
+               "tls.cert must not be empty");
+  expect_error(node_a("tls = { cert = 1, key = \"k\", ca = \"a\" }\n"), 5, 16,
+               "nodes.a.tls.cert must be a string, got integer");
+  expect_error(pipeline_with("tls = { cert = \"c\", key = \"k\", ca = \"a\" }\n"), 3, 1,
+               "unknown key \"tls\" in [pipeline] (\"tls\" is a top-level key: set it before the "
+               "first table, or in [nodes.NAME] for one node)");
+}
+
 TEST(ConfigTest, UnknownBuiltInStageSuggests) {
   expect_error(with_pipeline("[nodes.a]\nlisten = \"h:1\"\nstage = { plugin = \"crc32\" }\n"), 5,
                20, "did you mean \"crc32c\"?");

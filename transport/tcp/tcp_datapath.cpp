@@ -51,6 +51,7 @@ std::string socket_error(int err) {
 
 void TcpInbound::on_io(uint32_t events) {
   if (state_ == State::kClosed) return;
+  if (state_ == State::kTls) return continue_tls();
   if (events & EPOLLOUT) flush_control();
   if (state_ == State::kClosed) return;
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_some();
@@ -59,7 +60,9 @@ void TcpInbound::on_io(uint32_t events) {
 // Reads until the socket is empty or the budget is spent. False when the link closed.
 bool TcpInbound::read_some() {
   size_t budget = kReadBudget;
-  while (budget > 0 && state_ != State::kClosed) {
+  // Past the budget, TLS's decrypted bytes are still read: the socket's readiness would not
+  // bring the loop back for them (at most a record, 16 KiB).
+  while ((budget > 0 || (tls_ && tls_->pending())) && state_ != State::kClosed) {
     ssize_t n;
     if (partial_) {
       // The rest of a payload goes straight into its slot, what follows it in the stream into
@@ -68,7 +71,7 @@ bool TcpInbound::read_some() {
       const size_t want = partial_->length - partial_have_;
       iovec iov[2] = {{partial_->payload() + partial_have_, want},
                       {rx_.data(), partial_->length >= kDirectFrame ? kLookahead : rx_.size()}};
-      n = ::readv(fd_, iov, 2);
+      n = link_readv(fd_, tls_.get(), iov, 2);
       if (n > 0) {
         budget -= std::min(budget, size_t(n));
         if (size_t(n) < want) {
@@ -90,7 +93,7 @@ bool TcpInbound::read_some() {
         rx_end_ -= rx_begin_;
         rx_begin_ = 0;
       }
-      n = ::recv(fd_, rx_.data() + rx_end_, rx_.size() - rx_end_, 0);
+      n = link_recv(fd_, tls_.get(), rx_.data() + rx_end_, rx_.size() - rx_end_);
       if (n > 0) {
         rx_end_ += size_t(n);
         budget -= std::min(budget, size_t(n));
@@ -107,7 +110,7 @@ bool TcpInbound::read_some() {
       return false;
     }
     if (errno == EAGAIN || errno == EINTR) return true;
-    fail(socket_error(errno));
+    fail(errno == EPROTO && tls_ ? tls_->why() : socket_error(errno));
     return false;
   }
   return state_ != State::kClosed;
@@ -118,6 +121,15 @@ bool TcpInbound::parse_buffered() {
   while (!partial_ && rx_end_ - rx_begin_ >= kFrameHeaderSize && state_ != State::kClosed) {
     FrameHeader h;
     WireError err = decode_header(rx_.data() + rx_begin_, limits_, h);
+    if (err != WireError::kOk && state_ == State::kHello && rx_[rx_begin_] == std::byte{0x16} &&
+        rx_[rx_begin_ + 1] == std::byte{0x03}) {
+      // A TLS record (handshake, TLS 1.x): a peer with tls in its topology, this node without.
+      protocol_error("tls_unexpected",
+                     "a TLS client (its first bytes are a TLS handshake), and this node has no "
+                     "tls: give it the same tls table as its peers (docs/security.md), or remove "
+                     "the peer's");
+      return false;
+    }
     if (err != WireError::kOk) {
       protocol_error(reason_label(err).data(), err == WireError::kBadVersion
                                                    ? version_mismatch_text(rx_.data() + rx_begin_)
@@ -236,13 +248,13 @@ bool TcpInbound::flush_control() {
     flush_returns();
     if (state_ == State::kClosed) return false;
     if (ctl_off_ == ctl_len_) break;
-    ssize_t n = ::send(fd_, ctl_.data() + ctl_off_, ctl_len_ - ctl_off_, MSG_NOSIGNAL);
+    ssize_t n = link_send(fd_, tls_.get(), ctl_.data() + ctl_off_, ctl_len_ - ctl_off_);
     if (n > 0) {
       ctl_off_ += size_t(n);
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-    fail(n == 0 ? "send returned 0" : socket_error(errno));
+    fail(n == 0 ? "send returned 0" : errno == EPROTO && tls_ ? tls_->why() : socket_error(errno));
     return false;
   }
   bool want = ctl_off_ != ctl_len_;
@@ -264,6 +276,9 @@ void TcpOutbound::on_io(uint32_t events) {
     case State::kConnecting:
       on_connected();
       return;
+    case State::kTls:
+      continue_tls();
+      return;
     case State::kHello:
     case State::kUp:
       if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
@@ -279,13 +294,23 @@ void TcpOutbound::on_io(uint32_t events) {
 // Reads credit (and, during the handshake, welcome/reject) frames. False when dropped.
 bool TcpOutbound::read_control() {
   for (;;) {
-    ssize_t n = ::recv(fd_, rx_.data() + rx_len_, rx_.size() - rx_len_, 0);
+    ssize_t n = link_recv(fd_, tls_.get(), rx_.data() + rx_len_, rx_.size() - rx_len_);
     if (n == 0) {
       drop("peer closed the connection", true);
       return false;
     }
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) return true;
+      // Over TLS 1.3 a peer that refuses this node's certificate says so (its alert) only
+      // after the handshake ended here: at this first read.
+      if (errno == EPROTO && tls_) {
+        if (state_ == State::kHello) {
+          refuse_tls(tls_->why());
+        } else {
+          drop(tls_->why(), true);
+        }
+        return false;
+      }
       drop(socket_error(errno), true);
       return false;
     }
@@ -444,13 +469,10 @@ void TcpOutbound::flush() {
       }
       skip = 0;
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n_iov);
-    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    ssize_t n = link_sendv(fd_, tls_.get(), iov, n_iov);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
-      drop(socket_error(errno), true);
+      drop(errno == EPROTO && tls_ ? tls_->why() : socket_error(errno), true);
       return;
     }
     // Advance over fully written frames.

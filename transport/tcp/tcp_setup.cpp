@@ -216,11 +216,60 @@ TcpInbound::TcpInbound(TcpTransport& transport, int fd, std::string address)
       fd_(fd),
       rx_(kFrameHeaderSize + kMaxControlPayload) {
   peer_.address = std::move(address);
+  if (const auto& tls = transport_.identity().tls) {
+    tls_ = std::make_unique<TlsStream>(*tls, fd_, true, "");
+    state_ = State::kTls;
+  }
   transport_.loop().add(fd_, EPOLLIN, this);
   hello_timer_ = transport_.loop().after(kHandshakeTimeout, [this] {
     hello_timer_ = 0;
-    protocol_error("hello_timeout", "no hello within 5 s");
+    protocol_error("hello_timeout",
+                   tls_ ? "no TLS handshake and hello within 5 s" : "no hello within 5 s");
   });
+}
+
+void TcpInbound::continue_tls() {
+  // A clear-text peer's first bytes are a frame header ("HR"), never a TLS record (0x14-0x17).
+  std::byte first{};
+  if (::recv(fd_, &first, 1, MSG_PEEK) == 1 && first == std::byte{'H'}) return refuse_clear_text();
+  switch (tls_->handshake()) {
+    case TlsStream::Step::kWantRead:
+      transport_.loop().modify(fd_, EPOLLIN, this);
+      return;
+    case TlsStream::Step::kWantWrite:
+      transport_.loop().modify(fd_, EPOLLIN | EPOLLOUT, this);
+      return;
+    case TlsStream::Step::kFailed:
+      transport_.events().on_protocol_error("tls");
+      log().warn("refused a connection from {}: {}", peer_.address, tls_->why());
+      return fail(tls_->why());
+    case TlsStream::Step::kDone:
+      break;
+  }
+  state_ = State::kHello;
+  transport_.loop().modify(fd_, EPOLLIN, this);
+  // The hello may have come with the handshake's last flight: read what TLS holds already.
+  read_some();
+}
+
+void TcpInbound::refuse_clear_text() {
+  const std::string reason =
+      "node " + transport_.identity().name +
+      " takes TLS only: give the connecting side the same tls table (docs/security.md)";
+  transport_.events().on_protocol_error("tls_required");
+  log().warn(
+      "refused a clear-text connection from {}: this node takes TLS only (tls in the "
+      "topology); the peer needs a tls table too",
+      peer_.address);
+  // In clear text, so that the peer can read and log it.
+  std::vector<std::byte> out(kFrameHeaderSize + reason.size());
+  FrameHeader r{FrameType::kReject};
+  r.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlPayload));
+  encode_header(r, out.data());
+  std::memcpy(out.data() + kFrameHeaderSize, reason.data(), r.length);
+  ::send(fd_, out.data(), kFrameHeaderSize + r.length, MSG_NOSIGNAL | MSG_DONTWAIT);
+  tls_.reset();
+  fail("clear text to a node that takes TLS only");
 }
 
 TcpInbound::~TcpInbound() {
@@ -230,6 +279,7 @@ TcpInbound::~TcpInbound() {
   // by the connection's end (the kernel closes a killed process's sockets the same way), so
   // this end says BYE, and the sender logs it at info; a crash sends none and stays a warning.
   if (fd_ >= 0 && state_ == State::kUp) say_bye();
+  tls_.reset();  // before its socket closes
   if (fd_ >= 0) {
     transport_.loop().remove(fd_);
     ::close(fd_);
@@ -243,7 +293,7 @@ void TcpInbound::say_bye() {
   std::vector<std::byte> out(ctl_.begin() + ctl_off_, ctl_.begin() + ctl_len_);
   out.resize(out.size() + kFrameHeaderSize);
   encode_header(FrameHeader{FrameType::kBye}, out.data() + out.size() - kFrameHeaderSize);
-  ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  link_send(fd_, tls_.get(), out.data(), out.size());
 }
 
 void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> body) {
@@ -255,6 +305,10 @@ void TcpInbound::handle_hello(const FrameHeader& h, std::span<const std::byte> b
   hello_timer_ = 0;
   peer_.role = hello.role;
   peer_.name = hello.name;
+  if (tls_) {
+    peer_.tls = true;
+    peer_.certificate_names = tls_->peer_names();
+  }
   peer_.topology_hash = hello.topology_hash;
   peer_.origin = hello.origin;
   // The offer rides in the header's seq, which version 6 sends as 0 and never reads.
@@ -296,6 +350,7 @@ void TcpInbound::reject(std::string_view reason) {
   r.length = static_cast<uint32_t>(std::min<size_t>(reason.size(), kMaxControlPayload));
   send_control(r, {reinterpret_cast<const std::byte*>(reason.data()), r.length});
   state_ = State::kClosed;  // nothing more is read; the reject is flushed, then closed
+  tls_.reset();
   ::shutdown(fd_, SHUT_WR);
   transport_.loop().remove(fd_);
   ::close(fd_);
@@ -334,8 +389,9 @@ void TcpInbound::admitted(bool authenticated) {
   send_control(wh, std::span(body_out).first(wh.length));
   if (state_ == State::kClosed) return;
   state_ = State::kUp;
-  log().info("inbound link up: {} from {}{}{}", peer_.name, peer_.address,
-             authenticated ? " (authenticated)" : "", older_peer_text(peer_.wire));
+  log().info("inbound link up: {} from {}{}{}{}", peer_.name, peer_.address,
+             authenticated ? " (authenticated)" : "", older_peer_text(peer_.wire),
+             tls_ ? "; " + tls_->description() : std::string());
   transport_.events().on_inbound_up(*this);
 }
 
@@ -353,6 +409,7 @@ void TcpInbound::fail(std::string_view reason, bool clean) {
   state_ = State::kClosed;
   if (hello_timer_) transport_.loop().cancel(hello_timer_);
   hello_timer_ = 0;
+  tls_.reset();
   transport_.loop().remove(fd_);
   ::close(fd_);
   fd_ = -1;
@@ -455,6 +512,44 @@ void TcpOutbound::on_connected() {
                 std::strerror(err));
     return drop(std::strerror(err), true);
   }
+  if (const auto& tls = transport_.identity().tls) {
+    try {
+      tls_ = std::make_unique<TlsStream>(*tls, fd_, false, peer_name_);
+    } catch (const TransportError& e) {
+      return drop(e.what(), true);
+    }
+    state_ = State::kTls;
+    return continue_tls();
+  }
+  send_hello();
+}
+
+void TcpOutbound::continue_tls() {
+  switch (tls_->handshake()) {
+    case TlsStream::Step::kWantRead:
+      transport_.loop().modify(fd_, EPOLLIN, this);
+      return;
+    case TlsStream::Step::kWantWrite:
+      transport_.loop().modify(fd_, EPOLLOUT, this);
+      return;
+    case TlsStream::Step::kFailed:
+      return refuse_tls(tls_->why());
+    case TlsStream::Step::kDone:
+      break;
+  }
+  log().debug("TLS with {}: {}", peer_name_, tls_->description());
+  send_hello();
+}
+
+void TcpOutbound::refuse_tls(std::string_view why) {
+  // A certificate or a peer without TLS stays wrong until an operator fixes it: logged as an
+  // error, retried slowly (as a refused key).
+  log().error("not sending to {} at {}: {}", peer_name_, params_.address.to_string(), why);
+  backoff_.slowest();
+  drop(why, true);
+}
+
+void TcpOutbound::send_hello() {
   state_ = State::kHello;
   const Identity& id = transport_.identity();
   HelloBody hello;
@@ -471,7 +566,7 @@ void TcpOutbound::on_connected() {
   std::memcpy(hello_.data(), buf.data() + kFrameHeaderSize, kHelloSize);
   auth_ = AuthConnector{};
   // The socket is fresh and empty: 96 bytes always fit into its send buffer.
-  if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
+  if (link_send(fd_, tls_.get(), buf.data(), buf.size()) != static_cast<ssize_t>(buf.size())) {
     return drop("cannot send hello", true);
   }
   transport_.loop().modify(fd_, EPOLLIN, this);
@@ -488,7 +583,7 @@ void TcpOutbound::handle_challenge(const FrameHeader& h, std::span<const std::by
   a.length = kAuthSize;
   encode_header(a, buf.data());
   // Nothing else was sent since the hello: 96 more bytes fit into the socket's buffer.
-  if (::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size())) {
+  if (link_send(fd_, tls_.get(), buf.data(), buf.size()) != static_cast<ssize_t>(buf.size())) {
     return drop("cannot send auth", true);
   }
 }
@@ -535,8 +630,9 @@ void TcpOutbound::handle_welcome(const FrameHeader& h, std::span<const std::byte
   written_off_ = 0;
   backoff_.reset();
   state_ = State::kUp;
-  log().info("outbound link up: {} at {} ({} credits{})", peer_name_, params_.address.to_string(),
-             peer_slots_, older_peer_text(wire_));
+  log().info("outbound link up: {} at {} ({} credits{}{})", peer_name_, params_.address.to_string(),
+             peer_slots_, older_peer_text(wire_),
+             tls_ ? "; " + tls_->description() : std::string());
   transport_.events().on_outbound_up(*this);
   transport_.events().on_credit(*this);
 }
@@ -545,6 +641,7 @@ void TcpOutbound::drop(std::string_view reason, bool retry, bool planned) {
   bool was_up = state_ == State::kUp;
   if (timer_) transport_.loop().cancel(timer_);
   timer_ = 0;
+  tls_.reset();  // before its socket closes
   if (fd_ >= 0) {
     transport_.loop().remove(fd_);
     ::close(fd_);
@@ -578,7 +675,7 @@ void TcpOutbound::close() {
   if (fd_ >= 0 && state_ == State::kUp && written_off_ == 0) {
     std::array<std::byte, kFrameHeaderSize> bye;
     encode_header(FrameHeader{FrameType::kBye}, bye.data());
-    ::send(fd_, bye.data(), bye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    link_send(fd_, tls_.get(), bye.data(), bye.size());
   }
   drop("closed", false);
 }

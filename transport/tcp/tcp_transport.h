@@ -15,6 +15,7 @@
 #include "hoprelay/transport/frame_ledger.h"
 #include "hoprelay/transport/ring_inbound.h"
 #include "hoprelay/transport/transport.h"
+#include "tls_stream.h"
 
 namespace hoprelay::transport::tcp {
 
@@ -45,7 +46,8 @@ class TcpInbound final : public RingInbound, public EventLoop::Handler {
   void protocol_error(const char* kind, std::string_view reason);
 
  private:
-  enum class State { kHello, kAuth, kUp, kClosed };
+  // kTls: the TLS handshake (with tls in the topology), before the hello.
+  enum class State { kTls, kHello, kAuth, kUp, kClosed };
 
   // RingInbound
   bool emit_outcome(std::span<const std::byte> frame) override { return try_queue(frame); }
@@ -55,6 +57,9 @@ class TcpInbound final : public RingInbound, public EventLoop::Handler {
   void send_returns() override { flush_control(); }
 
   // tcp_setup.cpp
+  void continue_tls();
+  // A peer that sent clear text to a node that takes TLS only: told so in clear, and closed.
+  void refuse_clear_text();
   void handle_hello(const FrameHeader& h, std::span<const std::byte> body);
   void handle_auth(const FrameHeader& h, std::span<const std::byte> body);
   // Admitted (and authenticated, with the sender's nonce, when the link authenticates): the
@@ -79,6 +84,7 @@ class TcpInbound final : public RingInbound, public EventLoop::Handler {
 
   TcpTransport& transport_;
   int fd_;
+  std::unique_ptr<TlsStream> tls_;  // null: clear text
   State state_ = State::kHello;
   bool want_write_ = false;
   bool draining_ = false;  // our BYE went out: the peer's close is the expected end
@@ -119,7 +125,8 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   void start();
 
  private:
-  enum class State { kBackoff, kConnecting, kHello, kUp, kClosed };
+  // kTls: the TLS handshake (with tls in the topology), between the connect and the hello.
+  enum class State { kBackoff, kConnecting, kTls, kHello, kUp, kClosed };
   // What TCP keeps of a posted frame beside the ledger: its header and where its payload is.
   struct TxEntry {
     std::array<std::byte, kFrameHeaderSize> header;
@@ -129,10 +136,15 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
 
   // tcp_setup.cpp
   void on_connected();
+  void continue_tls();
+  void send_hello();
   void handle_challenge(const FrameHeader& h, std::span<const std::byte> body);
   void handle_welcome(const FrameHeader& h, std::span<const std::byte> body);
   // The peer failed (or skipped) authentication: logged as an error, retried slowly.
   void refuse_peer(std::string_view why);
+  // The TLS handshake failed (a certificate refused, a peer without TLS): an error, retried
+  // slowly.
+  void refuse_tls(std::string_view why);
   void drop(std::string_view reason, bool retry, bool planned = false);
   void schedule_reconnect();
   // tcp_datapath.cpp
@@ -149,6 +161,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   ConnectParams params_;
   State state_ = State::kBackoff;
   int fd_ = -1;
+  std::unique_ptr<TlsStream> tls_;  // null: clear text; a fresh one per connection
   bool want_write_ = false;
   bool flush_scheduled_ = false;
   Backoff backoff_;
@@ -192,6 +205,7 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   LinkEvents& events() { return events_; }
   const Identity& identity() const { return identity_; }
   void set_topology_hash(uint64_t hash) override { identity_.topology_hash = hash; }
+  void set_tls(std::shared_ptr<const TlsContext> tls) override { identity_.tls = std::move(tls); }
   const ListenParams& listen_params() const { return listen_; }
   // TCP sends from any memory: only the address outbound links send from is the owner's.
   void speak_for(Transport& owner) override;

@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_CLIENT_VERSION_MAJOR 1
-#define HOPRELAY_CLIENT_VERSION_MINOR 9
+#define HOPRELAY_CLIENT_VERSION_MINOR 10
 
 /* Status codes: 0, or one of these (negative). */
 enum hoprelay_status {
@@ -178,6 +178,13 @@ struct hoprelay_producer_options {
    * producer's buffers straight to the head's downstream links, one copy fewer. The head
    * moves only inside this producer's calls, and stops with it. */
   int run_head;
+  /* Since 1.10: TLS to a head whose topology has `tls` (docs/security.md, "TLS"): this
+   * producer's certificate chain, private key and the CA the head's certificate must chain to
+   * (PEM files; all three or none). None: the topology's top-level tls, if it has one (this
+   * host's own files). The strings are read during open only. */
+  const char* tls_cert;
+  const char* tls_key;
+  const char* tls_ca;
 };
 
 static inline void hoprelay_producer_options_init(struct hoprelay_producer_options* o) {
@@ -190,6 +197,9 @@ static inline void hoprelay_producer_options_init(struct hoprelay_producer_optio
                                         0,
                                         0,
                                         HOPRELAY_CLIENT_LOG_INFO,
+                                        0,
+                                        0,
+                                        0,
                                         0,
                                         0,
                                         0};
@@ -346,6 +356,12 @@ struct hoprelay_consumer_options {
    * (docs/client.md, "Exactly once into the application"). The directory is created if
    * missing. */
   const char* state_dir;
+  /* Since 1.10: TLS for the node's links (docs/security.md, "TLS"), in place of the node's
+   * tls in the topology: its certificate chain (naming the node), private key and CA (PEM
+   * files; all three or none). The strings are read during open only. */
+  const char* tls_cert;
+  const char* tls_key;
+  const char* tls_ca;
 };
 
 static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_options* o) {
@@ -355,6 +371,9 @@ static inline void hoprelay_consumer_options_init(struct hoprelay_consumer_optio
                                         0,
                                         0,
                                         HOPRELAY_CLIENT_LOG_INFO,
+                                        0,
+                                        0,
+                                        0,
                                         0};
   *o = d;
 }

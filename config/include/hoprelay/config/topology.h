@@ -88,6 +88,19 @@ inline constexpr std::chrono::milliseconds kMaxSpoolAfter = std::chrono::hours(2
 inline constexpr uint64_t kMinRate = 1000 * 1000;
 inline constexpr uint64_t kMaxRate = uint64_t{1000} * 1000 * 1000 * 1000;
 
+// `tls = { cert = "...", key = "...", ca = "..." }` (docs/security.md, "TLS"): the node's
+// certificate chain and private key (PEM), and the CA its peers' certificates must chain to;
+// paths usable from any directory (a relative one is resolved against the topology file's
+// directory). Only validated as paths here; `hoprelay validate` reads them where they exist.
+struct TlsSpec {
+  std::string cert;
+  std::string key;
+  std::string ca;
+  SourcePos pos;  // of the `tls` value
+  bool enabled() const { return !cert.empty(); }
+  bool operator==(const TlsSpec& o) const { return cert == o.cert && key == o.key && ca == o.ca; }
+};
+
 struct NodeSpec {
   std::string name;
   Endpoint listen;
@@ -131,6 +144,9 @@ struct NodeSpec {
   // downstream peers together; `rate_limit_to`, what it sends to one of them (both apply).
   uint64_t rate_limit = 0;
   std::vector<std::pair<std::string, uint64_t>> rate_limit_to;
+  // TLS on the node's TCP links, in and out (the node's own `tls`, else the top-level one);
+  // disabled when neither is given.
+  TlsSpec tls;
   SourcePos pos;  // where [nodes.NAME] starts
 
   bool is_head() const { return upstream.empty(); }
@@ -150,6 +166,9 @@ struct Topology {
   // empty when the file names none. Only validated as a path here, not read.
   std::string auth_key_file;
   SourcePos auth_key_file_pos;  // of its value
+  // The top-level `tls`: every node's unless it has its own, and what a producer or consumer
+  // of the topology presents by default (its options may give another).
+  TlsSpec tls;
   std::vector<NodeSpec> nodes;  // file order
 
   const NodeSpec* find(std::string_view node) const;

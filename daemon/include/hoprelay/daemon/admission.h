@@ -2,7 +2,9 @@
 // a head node; a node only if the topology lists it upstream of this one, and only from one of
 // the addresses its `listen` host resolves to (nodes send from their listen address: the
 // transports bind outgoing connections to it; a wildcard listen address says nothing about
-// where a node sends from, so it admits any).
+// where a node sends from, so it admits any). Over TLS, a node must also show a certificate
+// that names it (one that names the node standing in, for a stand-in); a producer any
+// certificate the node's CA issued (the handshake checked that).
 //
 // Owns: the table of upstream peers with their addresses, resolved when it is made, at load and
 // at every reload (setup path: getaddrinfo may block on DNS), not when a peer connects: a check
@@ -24,7 +26,7 @@ namespace hoprelay::daemon {
 class Admission {
  public:
   // Refusals, as hoprelay_connections_rejected_total{reason} names them.
-  enum class Verdict { kAdmit, kProducerNotHead, kWrongAddress, kNotUpstream };
+  enum class Verdict { kAdmit, kProducerNotHead, kWrongAddress, kNotUpstream, kWrongCertificate };
   static const char* reason_label(Verdict verdict);
 
   Admission() = default;
@@ -46,9 +48,10 @@ class Admission {
  private:
   struct Upstream {
     std::string name;
-    std::string declared_host;                         // for the refusal's text
-    bool any = false;                                  // a wildcard listen address
-    std::vector<std::string> hosts;                    // numeric addresses it resolved to
+    std::string certified_as;        // the node its TLS certificate names: itself, or the stand-in
+    std::string declared_host;       // for the refusal's text
+    bool any = false;                // a wildcard listen address
+    std::vector<std::string> hosts;  // numeric addresses it resolved to
     std::chrono::steady_clock::time_point retry_at{};  // while `hosts` is empty
   };
   static void resolve(Upstream& upstream);

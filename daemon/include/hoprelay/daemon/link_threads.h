@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,7 +62,8 @@ class LinkThreads {
   size_t threads() const { return workers_.size(); }
   // An outbound link on the next thread (round robin), connecting now.
   std::unique_ptr<transport::OutboundLink> connect(const transport::ConnectParams& params);
-  void set_topology_hash(uint64_t hash);
+  // A reload: `apply` runs on each thread's transport, on that thread (a copy per thread).
+  void each_transport(const std::function<void(transport::Transport&)>& apply);
   // A stall detector on each thread's loop (loop_watch.h: loop="link-0", "link-1", ...):
   // `metrics` must outlive this.
   void watch_stalls(NodeMetrics& metrics);

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hoprelay/config/endpoint.h"
 #include "hoprelay/transport/auth.h"
@@ -32,6 +33,8 @@
 #include "hoprelay/transport/wire.h"
 
 namespace hoprelay::transport {
+
+class TlsContext;  // tls.h
 
 // A setup-path failure worded for the operator: what went wrong and what to do about it.
 class TransportError : public std::runtime_error {
@@ -60,6 +63,10 @@ struct PeerInfo {
   uint32_t origin = 0;
   std::string address;  // "ip:port" the connection came from
   WireAgreement wire;   // what the link speaks (the peer's offer and ours, wire.h)
+  // Over TLS: the DNS names of the peer's certificate, which chains to the node's CA (the
+  // handshake checked that); who may connect under which name is admission's to decide.
+  bool tls = false;
+  std::vector<std::string> certificate_names;
 };
 
 class LinkEvents;
@@ -224,6 +231,9 @@ struct Identity {
   uint32_t origin = 0;  // producers only
   // The topology's pre-shared key (auth_key_file), or null: then links are not authenticated.
   std::shared_ptr<const AuthKey> auth;
+  // TLS credentials (tls in the topology; tls.h), or null: TCP links in clear text. Verbs
+  // links do not use them.
+  std::shared_ptr<const TlsContext> tls;
 };
 
 struct ListenParams {
@@ -275,6 +285,9 @@ class Transport {
   // A reload: the topology hash that handshakes from now on carry and compare (links up now
   // stay as they are).
   virtual void set_topology_hash(uint64_t hash) = 0;
+  // A reload: the TLS credentials that handshakes from now on use (links up now stay as they
+  // are). Only TCP uses them.
+  virtual void set_tls(std::shared_ptr<const TlsContext> tls) { (void)tls; }
   // A reload: whether peers may RDMA WRITE into the rings of links accepted from now on
   // (ListenParams::remote_write; links up now keep theirs). Only verbs registers rings.
   virtual void set_remote_write(bool writable) { (void)writable; }
