@@ -7,20 +7,22 @@
 #   bench/fleet.sh [--smoke] BUILD_DIR
 #
 # For every N of HOSTS (default "4 8 16 32"), a fleet of N hosts whose NICs are shaped to RATE
-# (default 200mbit), and MIB MiB of random bytes (default 128) on host 0, sent by each system of
+# each way (default 200mbit), and MIB MiB of random bytes (default 128) on host 0, sent by each system of
 # SYSTEMS (default all of them):
 #   chain, tree:2, tree:4, racks:4   hoprelay: `hoprelay plan` writes the topology from the
 #       fleet's hosts file (racks of 8 hosts, labelled in it); hoprelayd runs the head on host 0,
 #       `hoprelay recv` every other host (a relay keeps what it relays), `hoprelay send --file`
-#       puts the file in at host 0. Timed once every link is up, from the send to the last
-#       consumer's exit at the end mark.
+#       puts the file in at host 0. Timed once every link is up, from the send until the last
+#       host's output holds the whole file.
 #   uftp      reliable multicast (Debian uftp): uftpd on every other host, then uftp on host 0
 #       at 95 % of R (its own rate limit; at R it overruns the shaper). Timed from the sender's
-#       start: its announce and registration (about 2 s) are part of what a user waits for.
+#       start (its announce and registration, about 2 s, are part of what a user waits for)
+#       until the last host's uftpd has moved the whole file out of its temporary directory.
 #   torrent   a BitTorrent swarm (opentracker, mktorrent, aria2c): tracker and seeder on host 0,
 #       aria2c on every other host (no DHT, local peer discovery or peer exchange; pieces of
 #       1 MiB; every leecher seeds on). Timed from the leechers' start to the last one's
 #       "download complete" hook.
+#   (Each host's finish is seen by polling, every 0.1 s.)
 #   mpi       MPI_Bcast of Open MPI (bench/mpi_file_bcast.c, one rank a host, TCP BTL on eth0,
 #       mpirun's launch agent bench/fleet_agent.sh runs each host's orted in its namespace; the
 #       algorithm Open MPI's tuned component picks). Timed by rank 0 between two barriers: from
@@ -43,6 +45,12 @@
 #   relay that is down"); the time is until the last *live* host has the file, and only live
 #   hosts' copies are checked. Results are labelled SYSTEM+lost; the default SYSTEMS are then
 #   chain tree:2 uftp torrent (MPI_Bcast has no way around a lost rank).
+# SLOW=leaf: the last host of the hosts file, a leaf in every shape `plan` writes, has a NIC of
+#   R/4 each way. hoprelay runs with spool_dir (docs/topology.md, "Spooling a slow or down
+#   branch"): the slow host's upstream spools for it. The time is until the last of the *other*
+#   hosts has the file; the slow host's own time is recorded beside it, and its copy checked
+#   too. Results are labelled SYSTEM+slow; the default SYSTEMS are chain tree:2 uftp torrent.
+#   SPOOL=off: hoprelay without spool_dir, to see what the spool saves.
 # --smoke: 4 hosts, 4 MiB, every system once, and only a check that every number is there.
 # Needs root (network namespaces; exit 77 without) and the packages of scripts/install-deps.sh.
 set -euo pipefail
@@ -81,6 +89,14 @@ case ${LOSE:-} in
   '') lost=-1 all_systems="chain tree:2 tree:4 racks:4 uftp torrent mpi mpi:pipeline naive" ;;
   relay) lost=1 all_systems="chain tree:2 uftp torrent" ;;
   *) die "LOSE='$LOSE': relay (host 1 lost a third into each run), or unset" ;;
+esac
+case ${SLOW:-} in
+  '') slow_host=0 ;;
+  leaf)
+    ((lost < 0)) || die "LOSE and SLOW: one of them a run"
+    slow_host=1 all_systems="chain tree:2 uftp torrent"
+    ;;
+  *) die "SLOW='$SLOW': leaf (the last host at a quarter of RATE), or unset" ;;
 esac
 read -r -a systems <<<"${SYSTEMS:-$all_systems}"
 rack_size=8
@@ -146,6 +162,55 @@ lose_later() {
   (sleep "$after" && "$fleet_sh" kill "$fleet" "$lost" KILL) &
 }
 live() { ((${1} != lost)); } # I: host I is not the one lost
+slow=-1                       # with SLOW, the slow host of the fleet being measured
+# The hosts whose finish is timed: the live ones but the slow one.
+timed_hosts() {
+  local i
+  for ((i = 1; i < n; i++)); do live "$i" && ((i != slow)) && echo "$i"; done
+}
+
+# finished I...: every host I has the whole file: the system's done_file (its "@" the host's
+# number) holds done_size bytes (0: it exists); stamps each host's time in $dir/hI.t when it
+# is first seen done. One stat for all, so that polling 63 hosts costs one process.
+finished() {
+  local i f size left=0
+  local -A has=()
+  local files=()
+  for i in "$@"; do
+    [[ -e $dir/h$i.t ]] && continue
+    f=${done_file//@/$i}
+    files+=("$f")
+  done
+  ((${#files[@]})) || return 0
+  while read -r size f; do has[$f]=$size; done < <(stat -c '%s %n' -- "${files[@]}" 2>/dev/null)
+  for i in "$@"; do
+    [[ -e $dir/h$i.t ]] && continue
+    f=${done_file//@/$i}
+    if [[ ${has[$f]:-} == "$done_size" ]]; then
+      echo "$EPOCHREALTIME" >"$dir/h$i.t"
+    else
+      left=1
+    fi
+  done
+  ((!left))
+}
+# since T0 I...: seconds from T0 to the last of the hosts' finishes.
+since() {
+  local t0=$1 i
+  shift
+  for i in "$@"; do cat "$dir/h$i.t"; done |
+    awk -v a="$t0" '$1 > m {m = $1} END {printf "%.3f", m - a}'
+}
+# timed T0: sets elapsed (the timed hosts) and slow_elapsed (the slow one) once they finished.
+timed() {
+  local t0=$1 hosts
+  mapfile -t hosts < <(timed_hosts)
+  poll=0.1 wait_for "$deadline" finished "${hosts[@]}" || { why="not every host finished"; return 1; }
+  elapsed=$(since "$t0" "${hosts[@]}")
+  ((slow > 0)) || return 0
+  poll=0.1 wait_for "$deadline" finished "$slow" || { why="the slow host did not finish"; return 1; }
+  slow_elapsed=$(since "$t0" "$slow")
+}
 
 # wait_for SECONDS CMD...: until CMD succeeds; fails after SECONDS.
 wait_for() {
@@ -154,7 +219,7 @@ wait_for() {
   shift
   until "$@"; do
     awk -v u="$until" -v t="$EPOCHREALTIME" 'BEGIN { exit !(t > u) }' && return 1
-    sleep 0.02
+    sleep "${poll:-0.02}"
   done
 }
 
@@ -193,6 +258,9 @@ run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
   if ((lost >= 0)); then
     sed -i 's/^\[pipeline\]$/&\non_peer_down = "bypass"\npeer_down_timeout = "500ms"/' "$topo"
   fi
+  ((slow < 0)) || [[ ${SPOOL:-on} == off ]] ||
+    sed -i "s|^\\[pipeline\\]\$|&\\nspool_dir = \"$dir/spool\"|" "$topo"
+  done_file=$dir/h@.out done_size=$bytes
   for ((i = 1; i < n; i++)); do
     on "$i" "$hoprelay" recv --topology "$topo" --node "h$i" --output "$dir/h$i.out" \
       --timeout "$deadline" >"$dir/h$i.log" 2>&1 &
@@ -205,11 +273,12 @@ run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
   t0=$EPOCHREALTIME
   lose_later
   on 0 "$hoprelay" send --topology "$topo" --to h0 --file "$work/in.bin" --connect-timeout 30 \
-    --close-timeout 0 >"$dir/send.log" 2>&1 ||
-    { why="hoprelay send: $(tail -n 2 "$dir/send.log")"; return 1; }
-  wait_for "$deadline" all_exited "${recv[@]}" || { why="a consumer still waits"; return 1; }
-  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+    --close-timeout 0 >"$dir/send.log" 2>&1 &
+  local send=$!
+  timed "$t0" || return 1
   cpu_ns=$(($(cpu_usage) - cpu0))
+  wait "$send" || { why="hoprelay send: $(tail -n 2 "$dir/send.log")"; return 1; }
+  wait_for "$deadline" all_exited "${recv[@]}" || { why="a consumer still waits"; return 1; }
   for ((i = 1; i < n; i++)); do
     live "$i" || continue
     wait "${recv[i - 1]}" || { why="host $i's consumer failed"; return 1; }
@@ -224,10 +293,12 @@ run_uftp() {
   for ((i = 0; i < n; i++)); do
     ip -n "$fleet-h$i" route replace 224.0.0.0/4 dev eth0
   done
+  # -T: a file is received under hI.tmp and moved into hI once whole (seen as that host's finish).
   for ((i = 1; i < n; i++)); do
-    mkdir -p "$dir/h$i"
-    on "$i" uftpd -d -I eth0 -M 230.4.4.1 -D "$dir/h$i" >"$dir/uftpd$i.log" 2>&1 &
+    mkdir -p "$dir/h$i" "$dir/h$i.tmp"
+    on "$i" uftpd -d -I eth0 -M 230.4.4.1 -D "$dir/h$i" -T "$dir/h$i.tmp" >"$dir/uftpd$i.log" 2>&1 &
   done
+  done_file=$dir/h@/in.bin done_size=$bytes
   for ((i = 1; i < n; i++)); do
     wait_for 10 listens "$i" ':1044 ' udp || { why="uftpd on host $i did not start"; return 1; }
   done
@@ -239,9 +310,11 @@ run_uftp() {
   # not under their -D. With a receiver lost, uftp reports it failed: the live hosts' copies
   # are what counts.
   (cd "$work" && on 0 uftp -R "$kbps" -I eth0 -M 230.4.4.1 -P 230.5.5.1 in.bin) \
-    >"$dir/uftp.log" 2>&1 || ((lost >= 0)) || { why="uftp: $(tail -n 2 "$dir/uftp.log")"; return 1; }
-  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+    >"$dir/uftp.log" 2>&1 &
+  local send=$!
+  timed "$t0" || return 1
   cpu_ns=$(($(cpu_usage) - cpu0))
+  wait "$send" || ((lost >= 0)) || { why="uftp: $(tail -n 2 "$dir/uftp.log")"; return 1; }
   for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
 }
 
@@ -270,10 +343,6 @@ while d[i:i + 1] != b"e":
         break
     i = value_end
 EOF
-}
-all_done() {
-  local i
-  for ((i = 1; i < n; i++)); do ! live "$i" || [[ -e $dir/h$i.done ]] || return 1; done
 }
 run_torrent() {
   local tool
@@ -305,6 +374,7 @@ run_torrent() {
   wait_for 30 listens 0 ':68[89][0-9] |:69[0-9][0-9] ' ||
     { why="the seeder did not start"; return 1; }
   local cpu0 t0
+  done_file=$dir/h@.done done_size=0
   cpu0=$(cpu_usage)
   t0=$EPOCHREALTIME
   lose_later
@@ -312,8 +382,7 @@ run_torrent() {
     on "$i" aria2c "${common[@]}" --on-bt-download-complete="$dir/done.sh" -d "$dir/h$i" \
       "$dir/in.torrent" >"$dir/aria2c$i.log" 2>&1 &
   done
-  wait_for "$deadline" all_done || { why="not every leecher completed"; return 1; }
-  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  timed "$t0" || return 1
   cpu_ns=$(($(cpu_usage) - cpu0))
   for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
 }
@@ -372,7 +441,8 @@ measure() { # SYSTEM
   sys=$1
   dir=$work/$n-${sys/:/}
   mkdir -p "$dir"
-  elapsed='' cpu_ns=0 why=''
+  elapsed='' slow_elapsed=- cpu_ns=0 why=''
+  rm -f "$dir"/h*.t
   if [[ -z $cpu_note ]]; then
     cg=$cg_root/hoprelay-fleet-$$-$n-${sys/:/}
     mkdir "$cg"
@@ -380,6 +450,7 @@ measure() { # SYSTEM
   "$fleet_sh" sent "$fleet" >"$dir/sent.before"
   local ok=1 i label=$sys
   ((lost < 0)) || label=$sys+lost
+  ((slow < 0)) || label=$sys+slow
   case $sys in
     chain | tree:* | racks:*) run_hoprelay "$sys" || ok=0 ;;
     uftp) run_uftp || ok=0 ;;
@@ -416,9 +487,11 @@ measure() { # SYSTEM
   local cpu_s
   cpu_s=$([[ -z $cpu_note ]] && awk -v c="$cpu_ns" 'BEGIN { printf "%.2f", c / 1e9 }' || echo -)
   if ((ok)); then
-    echo "run $label $n $rate_bits $bytes $elapsed $cpu_s $sent0 $top" >>"$results"
-    printf '  %-12s %7.2f s  %5.2f x S/R  CPU %6s s  busiest NIC %s Mbit/s\n' "$label" "$elapsed" \
-      "$(awk -v e="$elapsed" -v l="$limit" 'BEGIN { print e / l }')" "$cpu_s" "$top" >&2
+    echo "run $label $n $rate_bits $bytes $elapsed $cpu_s $sent0 $top $slow_elapsed" >>"$results"
+    printf '  %-12s %7.2f s  %5.2f x S/R  CPU %6s s  busiest NIC %s Mbit/s%s\n' "$label" "$elapsed" \
+      "$(awk -v e="$elapsed" -v l="$limit" 'BEGIN { print e / l }')" "$cpu_s" "$top" \
+      "$( ((slow < 0)) || awk -v e="$slow_elapsed" -v l="$limit" \
+        'BEGIN { printf "  the slow host %.2f x S/R", e / l }')" >&2
   else
     echo "failed $label $n ${why//[$'\n\t']/ }" >>"$results"
     printf '  %-12s failed: %s (logs in %s)\n' "$label" "$why" "$dir" >&2
@@ -433,6 +506,11 @@ for n in "${sizes[@]}"; do
     die "$n hosts need $((need_kib >> 20)) GiB free under $work for their copies;" \
       "$((have_kib >> 20)) GiB are: free some, or give MIB or HOSTS smaller"
   "$fleet_sh" up "$fleet" "$n" "$rate" >&2
+  if ((slow_host)); then
+    slow=$((n - 1))
+    "$fleet_sh" throttle "$fleet" "$slow" "$((rate_bits / 4000))kbit"
+    echo "host $slow at a quarter of $rate" >&2
+  fi
   # The hosts file for plan: address:port, a rack label (racks of $rack_size hosts), h<i>.
   "$fleet_sh" hosts "$fleet" |
     awk -v k="$rack_size" '{print $1, "rack" int((NR - 1) / k), "h" NR - 1}' >"$work/hosts.txt"

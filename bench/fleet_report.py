@@ -4,10 +4,12 @@
   fleet_report.py --results RESULTS.tsv --out DIR [--meta KEY=VALUE ...]
 
 Records, one per line:
-  run SYSTEM N RATE_BITS BYTES SECONDS CPU_S HOST0_SENT BUSIEST_MBIT
+  run SYSTEM N RATE_BITS BYTES SECONDS CPU_S HOST0_SENT BUSIEST_MBIT [SLOW_SECONDS]
       one file sent to every host of an N-host fleet whose NICs run at RATE_BITS/s; CPU_S is
       every process of the system on every host while it was timed ("-": not measured);
-      HOST0_SENT the bytes host 0's NIC carried, BUSIEST_MBIT the rate of the busiest NIC
+      HOST0_SENT the bytes host 0's NIC carried, BUSIEST_MBIT the rate of the busiest NIC;
+      SLOW_SECONDS (SYSTEM+slow, "-" otherwise) when the host at a quarter of the rate had it
+      too, SECONDS being when every other host had
   failed SYSTEM N WHY...
       a system that did not deliver a byte-equal copy to every host, and why
 
@@ -44,6 +46,9 @@ def load(path):
                 "cpu_s": cpu,
                 "cpu_s_per_gb_delivered": None if cpu is None else round(cpu / delivered_gb, 3),
                 "host0_sent_bytes": int(float(rec[7])), "busiest_nic_mbit": float(rec[8])})
+            if len(rec) > 9 and rec[9] != "-":
+                runs[-1]["slow_host_seconds"] = float(rec[9])
+                runs[-1]["slow_host_over_limit"] = round(float(rec[9]) / limit, 3)
         elif rec[0] == "failed":
             failed.append({"system": rec[1], "hosts": int(rec[2]), "why": " ".join(rec[3:])})
     return runs, failed
@@ -61,6 +66,8 @@ def tables(runs, failed):
     head = "| system | " + " | ".join(f"{n} hosts" for n in sizes) + " |"
     rule = "|---|" + "---|" * len(sizes)
     print("Time until the last host has the whole file, over the limit S/R (1.0 is the limit):")
+    if any("+slow" in r["system"] for r in runs + failed):
+        print("(SYSTEM+slow: until every host but the one at a quarter of the rate has it)")
     print(head + "\n" + rule)
     for s in systems:
         print(row(s, [f"{cell[s, n]['over_limit']:.2f}" if (s, n) in cell else
@@ -76,6 +83,14 @@ def tables(runs, failed):
     for s in systems:
         print(row(s, [f"{cell[s, n]['busiest_nic_mbit']:.0f}" if (s, n) in cell else ""
                       for n in sizes]))
+    slow = [r for r in runs if "slow_host_seconds" in r]
+    if slow:
+        print("\nThe host at a quarter of the rate: its own time over S/R (4.0 is its limit):")
+        print(head + "\n" + rule)
+        for s in dict.fromkeys(r["system"] for r in slow):
+            print(row(s, [f"{cell[s, n]['slow_host_over_limit']:.2f}"
+                          if (s, n) in cell and "slow_host_over_limit" in cell[s, n] else ""
+                          for n in sizes]))
     for f in failed:
         print(f"\n{f['system']} at {f['hosts']} hosts failed: {f['why']}")
 

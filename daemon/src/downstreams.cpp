@@ -17,6 +17,9 @@ namespace hoprelay::daemon {
 
 namespace {
 
+// How often a node with spool_dir looks for a branch behind (watch_spools).
+constexpr auto kSpoolLook = std::chrono::milliseconds(100);
+
 // Spreads origins over branches for route = "hash": one origin always takes the same branch.
 inline size_t origin_branch(uint32_t origin, size_t branches) {
   uint64_t x = origin * 0x9E3779B97F4A7C15ull;
@@ -55,6 +58,7 @@ Downstreams::Downstreams(const config::Topology& topology, const config::NodeSpe
   rate_limits_.configure(spec);
   for (const auto& name : spec_->downstream) add(name);
   rebuild_active();
+  if (!spec_->spool_dir.empty()) watch_spools();
 }
 
 Downstreams::~Downstreams() {
@@ -78,6 +82,8 @@ void Downstreams::destroy_links() {
 }
 
 void Downstreams::cancel_timers() {
+  if (spool_look_) loop_.cancel(spool_look_);
+  spool_look_ = 0;
   for (auto& d : peers_) peer_down_.cancel(*d);
 }
 
@@ -91,8 +97,8 @@ void Downstreams::close_all() {
   }
 }
 
-void Downstreams::tick() {
-  peer_down_.warn_long_down(peers_);
+void Downstreams::watch_spools() {
+  spool_look_ = loop_.after(kSpoolLook, [this] { watch_spools(); });
   // A branch is behind when its link is down, or when it is out of credit while another branch
   // has nothing waiting and credit to spare (it holds the node's slots, and so the others,
   // back).
@@ -101,6 +107,20 @@ void Downstreams::tick() {
   for (const Downstream* d : active_) idle += d->waiting.empty() && up(*d) && d->link->credits();
   if (local_ && local_->keeping_up()) ++idle;  // a relay's own application, as a branch
   const auto now = transport::EventLoop::Clock::now();
+  for (auto& dp : peers_) {
+    Downstream& d = *dp;
+    if (!d.spool || d.spool->active() || d.retiring) continue;
+    const bool down = !up(d);
+    // Out of credit: its window is full (what waits beyond it, if anything, is in `waiting`).
+    const bool stalled = !down && d.link->credits() == 0;
+    if (d.spool->behind_for_long(down || (stalled && idle > 0), now, spec_->spool_after)) {
+      start_spooling(d, down);
+    }
+  }
+}
+
+void Downstreams::tick() {
+  peer_down_.warn_long_down(peers_);
   const int64_t wall = BranchSpool::wall_ns();
   for (auto& dp : peers_) {
     Downstream& d = *dp;
@@ -112,14 +132,6 @@ void Downstreams::tick() {
     d.queued->Set(static_cast<double>(d.waiting.size()));
     d.credits->Set(d.link ? d.link->credits() : 0);
     if (!d.spool) continue;
-    if (!d.spool->active() && !d.retiring) {
-      const bool down = !up(d);
-      // Out of credit: its window is full (what waits beyond it, if anything, is in `waiting`).
-      const bool stalled = !down && d.link->credits() == 0;
-      if (d.spool->behind_for_long(down || (stalled && idle > 0), now, spec_->spool_after)) {
-        start_spooling(d, down);
-      }
-    }
     if (!d.unsynced.empty()) schedule_sync();  // a sync that failed is tried again
     d.spool->publish(wall);
   }

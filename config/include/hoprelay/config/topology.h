@@ -78,8 +78,9 @@ inline constexpr int64_t kMaxThreads = 64;
 // than a day is no timeout anyone means (and keeps deadlines far from overflowing).
 inline constexpr std::chrono::milliseconds kMinPeerDownTimeout{100};
 inline constexpr std::chrono::milliseconds kMaxPeerDownTimeout = std::chrono::hours(24);
-// A spool smaller than this holds too few slots to be worth a disk; spool_after is looked at
-// once a second (Downstreams::tick), so less than a second would promise what it cannot keep.
+// A spool smaller than this holds too few slots to be worth a disk. spool_after is looked at
+// ten times a second (Downstreams::watch_spools); under a second, a branch's hiccup (a peer's
+// garbage collection, a retransmission) would already send it to disk.
 inline constexpr uint64_t kMinSpoolMax = uint64_t{1} << 20;
 inline constexpr std::chrono::milliseconds kMinSpoolAfter = std::chrono::seconds(1);
 inline constexpr std::chrono::milliseconds kMaxSpoolAfter = std::chrono::hours(24);

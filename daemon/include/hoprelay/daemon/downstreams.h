@@ -106,6 +106,10 @@ class Downstreams {
   void set_local(const Receiver* local) { local_ = local; }
   // Once a second: gauges, and a peer down for long said once.
   void tick();
+  // With spool_dir, ten times a second (kSpoolLook): which branch is behind, and whether one
+  // has been for spool_after (then it starts spooling). Looking once a second, as tick(), let
+  // a branch hold the node's slots for up to a second more than spool_after.
+  void watch_spools();
   // A drain is done: each link closed on purpose (BYE), so its peer logs a clean close.
   void close_all();
   // Before the node's transport and link threads go: the links first (they call back while
@@ -174,6 +178,7 @@ class Downstreams {
   const config::Topology* topology_;
   const config::NodeSpec* spec_;
   transport::EventLoop& loop_;
+  transport::EventLoop::TimerId spool_look_ = 0;  // the next watch_spools()
   NodeMetrics& metrics_;
   HeldSlots& held_;
   DropLog& drops_;
