@@ -1,7 +1,7 @@
 // The TCP transport: the same frames, credits and acknowledgements as verbs, over a stream
 // socket per link. Setup and teardown (listen, accept, connect, handshake, reconnect) live in
-// tcp_setup.cpp; the per-message path (parsing frames into slots, writev, credits) in
-// tcp_datapath.cpp.
+// tcp_setup.cpp, a link's TLS handshake in tcp_tls.cpp; the per-message path (parsing frames
+// into slots, writev, credits) in tcp_datapath.cpp.
 #pragma once
 
 #include <array>
@@ -56,10 +56,11 @@ class TcpInbound final : public RingInbound, public EventLoop::Handler {
   void reap() override;
   void send_returns() override { flush_control(); }
 
-  // tcp_setup.cpp
+  // tcp_tls.cpp
   void continue_tls();
   // A peer that sent clear text to a node that takes TLS only: told so in clear, and closed.
   void refuse_clear_text();
+  // tcp_setup.cpp
   void handle_hello(const FrameHeader& h, std::span<const std::byte> body);
   void handle_auth(const FrameHeader& h, std::span<const std::byte> body);
   // Admitted (and authenticated, with the sender's nonce, when the link authenticates): the
@@ -136,7 +137,7 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
 
   // tcp_setup.cpp
   void on_connected();
-  void continue_tls();
+  void continue_tls();  // tcp_tls.cpp, as refuse_tls()
   void send_hello();
   void handle_challenge(const FrameHeader& h, std::span<const std::byte> body);
   void handle_welcome(const FrameHeader& h, std::span<const std::byte> body);
