@@ -400,7 +400,11 @@ run_mpi() { # [ALGORITHM]: default, or pipeline
   # shared memory as the others on this one machine, and some crash in hwloc (seen 1 in 2).
   # mpi_yield_when_idle: a rank waiting for data spins in Open MPI's progress loop; on real
   # hosts it has cores of its own, here N ranks share 2 cores and would starve each other.
-  FLEET_NAME=$fleet on 0 timeout "$deadline" mpirun --allow-run-as-root -np "$n" \
+  # Session directories per host (bench/fleet_agent.sh), mpirun's own as host 0's.
+  local mpi_tmp=$dir/mpi-tmp
+  mkdir -p "$mpi_tmp/h0"
+  FLEET_NAME=$fleet FLEET_MPI_TMP=$mpi_tmp TMPDIR=$mpi_tmp/h0 on 0 timeout "$deadline" \
+    mpirun --allow-run-as-root -np "$n" \
     --host "$hostlist" --mca rtc_hwloc_vmhole none --mca mpi_yield_when_idle 1 \
     --mca plm_rsh_agent "$agent" \
     --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \

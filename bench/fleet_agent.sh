@@ -10,4 +10,10 @@ IFS=. read -r a b c d <<<"$1"
 [[ $a.$b == 198.18 && $c =~ ^[0-9]+$ && $d =~ ^[0-9]+$ ]] ||
   { echo "fleet_agent.sh: $1 is no address of a fleet host" >&2; exit 1; }
 shift
-exec ip netns exec "$FLEET_NAME-h$((c * 250 + d - 1))" sh -c "$*"
+host=$((c * 250 + d - 1))
+# Each host's orted keeps its session directory apart (TMPDIR, below FLEET_MPI_TMP): on one
+# machine they would all share /tmp/ompi.HOSTNAME.UID, and one's clean-up removed the directory
+# another was creating ("A call to mkdir was unable to create the desired directory").
+tmp=${FLEET_MPI_TMP:-/tmp/$FLEET_NAME-mpi}/h$host
+mkdir -p "$tmp"
+exec ip netns exec "$FLEET_NAME-h$host" env TMPDIR="$tmp" sh -c "$*"
