@@ -304,10 +304,11 @@ bool TcpOutbound::read_control() {
       // Over TLS 1.3 a peer that refuses this node's certificate says so (its alert) only
       // after the handshake ended here: at this first read.
       if (errno == EPROTO && tls_) {
+        const std::string why = tls_->why();  // drop() frees the session, and its text
         if (state_ == State::kHello) {
-          refuse_tls(tls_->why());
+          refuse_tls(why);
         } else {
-          drop(tls_->why(), true);
+          drop(why, true);
         }
         return false;
       }

@@ -33,10 +33,12 @@ void TcpInbound::continue_tls() {
     case TlsStream::Step::kWantWrite:
       transport_.loop().modify(fd_, EPOLLIN | EPOLLOUT, this);
       return;
-    case TlsStream::Step::kFailed:
+    case TlsStream::Step::kFailed: {
+      const std::string why = tls_->why();  // fail() frees the session, and its text
       transport_.events().on_protocol_error("tls");
-      log().warn("refused a connection from {}: {}", peer_.address, tls_->why());
-      return fail(tls_->why());
+      log().warn("refused a connection from {}: {}", peer_.address, why);
+      return fail(why);
+    }
     case TlsStream::Step::kDone:
       break;
   }
@@ -77,7 +79,7 @@ void TcpOutbound::continue_tls() {
       transport_.loop().modify(fd_, EPOLLOUT, this);
       return;
     case TlsStream::Step::kFailed:
-      return refuse_tls(tls_->why());
+      return refuse_tls(std::string(tls_->why()));  // a copy: drop() frees the session
     case TlsStream::Step::kDone:
       break;
   }
