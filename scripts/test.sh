@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, checks formatting and runs every test through ctest: unit
 # tests, integration tests (real daemons on loopback), the verbs suite on Soft-RoCE in a VM and
-# the cluster suite (four VMs with systemd, the package and Prometheus: tests/cluster).
+# the cluster suites (four VMs with systemd, the package and Prometheus, and their rolling
+# upgrade from the previous release: tests/cluster).
 # Then the unit and integration tests again under ASan + UBSan (build-asan), and the libFuzzer
 # targets for a bounded time (scripts/fuzz.sh, build-fuzz). docs/security.md has the details.
 set -euo pipefail
@@ -18,7 +19,7 @@ if [[ "$bad" != 0 ]]; then
   exit 1
 fi
 
-# compat.previous_release runs this release beside the previous one, built from the
+# compat.previous_release and cluster.upgrade run this release beside the previous one, built from the
 # repository's history once into a cache: built here, not beside the timed tests.
 echo "== the previous release (scripts/previous-release.sh)"
 ./scripts/previous-release.sh

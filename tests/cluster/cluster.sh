@@ -40,7 +40,7 @@ declare -A MAC=([a]=52:54:00:c1:00:01 [b]=52:54:00:c1:00:02 [c1]=52:54:00:c1:00:
   [c2]=52:54:00:c1:00:04)
 BRIDGE_IP=198.51.100.254 # TEST-NET-2: never routed; it only exists inside the namespace
 NS=hoprelay-cluster-$$
-W=$BUILD/cluster
+W=$BUILD/${CLUSTER_DIR:-cluster} # CLUSTER_DIR: beside another run's files (ctest cluster.upgrade)
 BOOT_TIMEOUT=${CLUSTER_BOOT_TIMEOUT:-300}
 GUEST_MEM=${CLUSTER_GUEST_MEM:-768M}
 declare -A QPID=()
@@ -183,6 +183,18 @@ gexec() {
   gstart "$1" "$3"
   gwait "$1" "$GID" "$2"
 }
+# gwait_all TIMEOUT WHAT HOST=ID...: each host's command (started with gstart) done; for the
+# first that failed, "WHAT on HOST: its output" on stderr, and 1.
+gwait_all() {
+  local timeout=$1 what=$2 started out
+  shift 2
+  for started in "$@"; do
+    out=$(gwait "${started%%=*}" "${started#*=}" "$timeout") || {
+      echo "$what on ${started%%=*}: $out" >&2
+      return 1
+    }
+  done
+}
 
 journals() { # the nodes' journals, when a scenario failed
   local h
@@ -244,9 +256,8 @@ verify_sinks() { echo "{ plugin = \"verify-sink\", report = \"$1-@.json\" }"; }
 # deploy TRANSPORT TAG: the topology to every host's /etc/hoprelay/topology.toml, then each
 # node (re)started, on all hosts at once (a node that starts before its downstream retries).
 deploy() {
-  local h out
+  local h started=()
   topology cluster "$1" "$(verify_sinks "$2")" >"$W/topology.toml"
-  declare -A ids=()
   for h in "${HOSTS[@]}"; do
     cp "$W/topology.toml" "$W/$h/ctl/topology.toml"
     # sync: a host-crash scenario may kill the guest seconds later, before ext4 wrote the new
@@ -257,14 +268,9 @@ deploy() {
       systemctl restart --no-block hoprelayd@$h &&
       for i in \$(seq 240); do systemctl is-active -q hoprelayd@$h && exit 0; sleep 0.5; done
       systemctl status hoprelayd@$h --no-pager; exit 1"
-    ids[$h]=$GID
+    started+=("$h=$GID")
   done
-  for h in "${HOSTS[@]}"; do
-    out=$(gwait "$h" "${ids[$h]}" 200) || {
-      echo "hoprelayd@$h did not become active: $out" >&2
-      return 1
-    }
-  done
+  gwait_all 200 "hoprelayd did not become active" "${started[@]}"
 }
 
 # report HOST TAG KEY: a number from the sink's verify-sink report.
@@ -362,6 +368,33 @@ since() {
   gexec "$1" 30 "journalctl -u 'hoprelayd@*' --since @$2 --no-pager -o short-precise"
 }
 
+# dpkg_install new|old HOST: the command that installs those packages on HOST (put into its
+# control share now).
+dpkg_install() {
+  mkdir -p "$W/$2/ctl/pkg-$1"
+  if [[ $1 == new ]]; then
+    cp "$W"/pkg/hoprelay_*_amd64.deb "$W/$2/ctl/pkg-new/hoprelay.deb"
+    cp "$W"/pkg/libhoprelay1_*_amd64.deb "$W/$2/ctl/pkg-new/libhoprelay1.deb"
+  else
+    cp "$OLD"/deb/hoprelay.deb "$OLD"/deb/libhoprelay1.deb "$W/$2/ctl/pkg-old/"
+  fi
+  echo "dpkg -i /run/cluster/pkg-$1/hoprelay.deb /run/cluster/pkg-$1/libhoprelay1.deb 2>&1"
+}
+# install_packages new|old HOST...: this release's packages (hoprelay, libhoprelay1), or the
+# previous release's (scripts/previous-release.sh), installed with `dpkg -i` on every HOST at
+# once, through the guest's control share (the build directory may be under /tmp, which is
+# the guest's own). A node that runs is restarted on the installed binary by the package's
+# postinst (queued, not waited for: docs/operations.md, "Upgrading").
+install_packages() {
+  local which=$1 h started=()
+  shift
+  for h in "$@"; do
+    gstart "$h" "$(dpkg_install "$which" "$h")"
+    started+=("$h=$GID")
+  done
+  gwait_all 600 "dpkg -i of the $which package failed" "${started[@]}"
+}
+
 # --- scenarios -----------------------------------------------------------------------------
 COUNT=${CLUSTER_COUNT:-2000}
 
@@ -400,9 +433,9 @@ broadcast_scenario() {
   pass "broadcast over $transport: a -> b -> {c1, c2}, $COUNT messages each: 0 missing, 0 duplicates, 0 corrupt; Prometheus: $COUNT received from b by opcode $opcode at each sink$rdma"
 }
 
-# traffic TRANSPORT TAG RATE: the nodes deployed over TRANSPORT and `hoprelay send` started on
-# a's host at RATE messages a second (its agent command id in $SEND), returning once about a
-# third has reached c1: what happens next happens under traffic.
+# traffic TRANSPORT TAG RATE [AT]: the nodes deployed over TRANSPORT and `hoprelay send` started
+# on a's host at RATE messages a second (its agent command id in $SEND), returning once AT
+# messages (by default about a third) have reached c1: what happens next happens under traffic.
 traffic() {
   local transport=$1
   shift
@@ -410,8 +443,8 @@ traffic() {
   gstart a "hoprelay send --topology /etc/hoprelay/topology.toml --to a --count $COUNT \
     --size 1000 --rate $2 --connect-timeout 30"
   SEND=$GID
-  local deadline=$((SECONDS + 120))
-  until (($(report c1 "$1" received || echo 0) >= COUNT / 3)); do
+  local deadline=$((SECONDS + 120)) at=${3:-$((COUNT / 3))}
+  until (($(report c1 "$1" received || echo 0) >= at)); do
     ((SECONDS < deadline)) || break
     sleep 1
   done
@@ -692,6 +725,85 @@ device_removal_scenario() {
     "rdma link delete rxe0 on b under traffic completed while hoprelayd@b ran (its node gone, waiting for the device), the device added back 3 s later, hoprelayd@b exited 69 and was started again by systemd ($(($(gexec b 30 "systemctl show -p NRestarts --value hoprelayd@b") - restarts)) restart)"
 }
 
+# 10-11. A rolling upgrade (docs/operations.md, "Upgrading host by host"): every host first
+#    gets the previous release's packages (the release at 97db411, wire protocol 6, built from
+#    the repository's history by scripts/previous-release.sh) and runs its node on them; then,
+#    under one stream from that release's `hoprelay send` (and its libhoprelay), `dpkg -i` of
+#    this release's packages host by host in the ORDER given, each host waited for until the
+#    package's postinst has restarted its node on the new binary and it is `active` (its
+#    downstream links up) before the next. Each upgraded node next to a host still on the old
+#    release (on a, also the old producer) must log a link of wire protocol 6; the stream
+#    must outlast the last upgrade; every send exits 0 and both sinks count every message once.
+upgrade() { # upgrade TRANSPORT ORDER-NAME HOST...
+  local transport=$1 name="rolling upgrade, $2, over $1" tag=upg-$2-$1 h n pid t0 out took=()
+  shift 2
+  local batch=${CLUSTER_UPGRADE_BATCH:-600} rate=${CLUSTER_UPGRADE_RATE:-30}
+  local -A old=([a]=1 [b]=1 [c1]=1 [c2]=1)
+  local -A next_to=([a]="b" [b]="a c1 c2" [c1]="b" [c2]="b")
+  out=$(install_packages old "${HOSTS[@]}" 2>&1) || { fail "$name: $out"; return; }
+  for h in "${HOSTS[@]}"; do
+    out=$(gexec "$h" 30 "hoprelayd --version")
+    grep -qx "wire protocol: 6" <<<"$out" || { fail "$name: $h does not run the old release: $out"; return; }
+  done
+  deploy "$transport" "$tag" || { fail "$name: the old nodes did not start"; return; }
+  # The stream: the old release's `hoprelay send` and libhoprelay (copied aside, as an
+  # application keeps running on the library it loaded), batch after batch of BATCH messages at
+  # RATE a second until told to stop after the last upgrade, so that it spans every upgrade
+  # however long they take (30-65 s each under TCG) and ends soon after. Each batch is a
+  # producer of its own, each must exit 0. Prints the number of batches.
+  rm -f "$W/a/ctl/stream.stop"
+  gstart a "mkdir -p /var/tmp/old-producer &&
+    cp /usr/bin/hoprelay /usr/lib/x86_64-linux-gnu/libhoprelay.so.1 /var/tmp/old-producer/ || exit 1
+    n=0
+    while [ ! -e /run/cluster/stream.stop ]; do
+      LD_LIBRARY_PATH=/var/tmp/old-producer /var/tmp/old-producer/hoprelay send \
+        --topology /etc/hoprelay/topology.toml --to a --count $batch --size 1000 --rate $rate \
+        --connect-timeout 60 2>&1 || { echo \"batch \$((n + 1)) failed\"; exit 1; }
+      n=\$((n + 1))
+    done
+    echo \"batches: \$n\""
+  local stream=$GID deadline=$((SECONDS + 120))
+  until (($(report c1 "$tag" received || echo 0) >= rate * 5)); do
+    ((SECONDS < deadline)) || { fail "$name: nothing reached c1"; return; }
+    sleep 1
+  done
+  for h in "$@"; do
+    t0=$(date +%s)
+    pid=$(gexec "$h" 30 "systemctl show -p MainPID --value hoprelayd@$h")
+    out=$(gexec "$h" 300 "$(dpkg_install new "$h")") ||
+      { fail "$name: dpkg -i on $h: $out"; return; }
+    # The postinst queued the node's restart (try-restart, --no-block): a new process, active.
+    out=$(gexec "$h" 200 "for i in \$(seq 360); do p=\$(systemctl show -p MainPID --value hoprelayd@$h)
+        [ \"\$p\" != $pid ] && [ \"\$p\" != 0 ] && systemctl is-active -q hoprelayd@$h && exit 0
+        sleep 0.5; done; systemctl status hoprelayd@$h --no-pager; exit 1") ||
+      { fail "$name: hoprelayd@$h did not run again after dpkg -i: $out"; return; }
+    old[$h]=0
+    out=$(gexec "$h" 30 "hoprelayd --version")
+    grep -q "^wire protocol: .* (speaks 6 to" <<<"$out" || { fail "$name: $h after dpkg -i: $out"; return; }
+    # Next to an old host (a: also next to the old producer), a link that speaks version 6.
+    local beside=0
+    [[ $h != a ]] || beside=1
+    for n in ${next_to[$h]}; do ((old[$n])) && beside=1; done
+    if ((beside)); then
+      local deadline=$((SECONDS + 60))
+      until since "$h" "$t0" | grep -q "wire protocol 6: the peer's release is older"; do
+        ((SECONDS < deadline)) || { fail "$name: $h, next to a host of the old release, logged no link of wire protocol 6"; return; }
+        sleep 2
+      done
+    fi
+    took+=("$h $(($(date +%s) - t0)) s")
+  done
+  [[ ! -s $W/a/ctl/cmd/$stream.rc ]] || { fail "$name: the stream ended early: $(gwait a "$stream" 1)"; return; }
+  touch "$W/a/ctl/stream.stop"
+  out=$(gwait a "$stream" 300) || { fail "$name: hoprelay send failed: $(tail -n 5 <<<"$out")"; return; }
+  local batches
+  batches=$(sed -n 's/^batches: //p' <<<"$out")
+  out=$(exact "$tag" $((batches * batch))) || { fail "$name: $out"; return; }
+  pass "$name: every host from the release at 97db411 (wire 6) to this one by dpkg -i, in the order $* ($(IFS=,; echo "${took[*]}")), under one stream from the old hoprelay send and libhoprelay ($batches batches of $batch at $rate a second, each exiting 0), each upgraded node next to an old host logging wire protocol 6; $((batches * batch)) each at c1 and c2, exactly once"
+}
+upgrade_leaves_first_scenario() { upgrade "$1" leaves-first c1 c2 b a; }
+upgrade_head_first_scenario() { upgrade "$1" head-first a b c1 c2; }
+
 # 8. Through Prometheus: every node up, and what the sinks received as a rate's increase.
 prometheus_view() {
   local deadline=$((SECONDS + 60)) up
@@ -722,10 +834,17 @@ for s in "${scenarios[@]}"; do
     walkthrough | prometheus) ;;
     broadcast | broadcast-tcp | broadcast-verbs | systemd | systemd-tcp | systemd-verbs | \
       host-crash | host-crash-tcp | host-crash-verbs | cable-pull | cable-pull-tcp | \
-      cable-pull-verbs | netem | netem-tcp | netem-verbs | device-removal | device-removal-verbs) ;;
-    *) die "unknown scenario $s (walkthrough, prometheus, device-removal, or broadcast, systemd, host-crash, cable-pull, netem with -tcp or -verbs)" ;;
+      cable-pull-verbs | netem | netem-tcp | netem-verbs | device-removal | device-removal-verbs | \
+      upgrade-leaves-first | upgrade-leaves-first-tcp | upgrade-leaves-first-verbs | \
+      upgrade-head-first | upgrade-head-first-tcp | upgrade-head-first-verbs) ;;
+    *) die "unknown scenario $s (walkthrough, prometheus, device-removal, or broadcast, systemd, host-crash, cable-pull, netem, upgrade-leaves-first, upgrade-head-first with -tcp or -verbs)" ;;
   esac
 done
+# The rolling upgrades start from the previous release's packages (built once, cached).
+OLD=
+if [[ " ${scenarios[*]}" == *" upgrade-"* ]]; then
+  OLD=$("$REPO/scripts/previous-release.sh") || die "no packages of the previous release"
+fi
 t0=$SECONDS
 for h in "${HOSTS[@]}"; do boot "$h"; done
 start_prometheus
@@ -735,19 +854,11 @@ echo "cluster: 4 guests up after $((SECONDS - t0)) s"
 # rather than apt: every dependency is there already (the guests run this machine's
 # userspace), and apt's resolver costs a minute per guest under TCG. The package's own
 # maintainer scripts (the hoprelay user, systemd's daemon-reload) run in each guest.
-for h in "${HOSTS[@]}"; do
-  # Through the guest's control share: the build directory may be under /tmp, which is the
-  # guest's own.
-  mkdir -p "$W/$h/ctl/pkg"
-  cp "$W"/pkg/hoprelay_*_amd64.deb "$W"/pkg/libhoprelay1_*_amd64.deb "$W/$h/ctl/pkg/"
-  gstart "$h" "dpkg -i /run/cluster/pkg/hoprelay_*_amd64.deb /run/cluster/pkg/libhoprelay1_*_amd64.deb"
-  eval "install_$h=$GID"
-done
-for h in "${HOSTS[@]}"; do
-  id=install_$h
-  out=$(gwait "$h" "${!id}" 600) || die "dpkg -i on $h failed: $out"
-done
-echo "cluster: package installed on every host after $((SECONDS - t0)) s"
+# (The rolling upgrades install the previous release's first: alone, they skip this.)
+if [[ ${scenarios[0]} != upgrade-* ]]; then
+  install_packages new "${HOSTS[@]}" || die "the package did not install"
+  echo "cluster: package installed on every host after $((SECONDS - t0)) s"
+fi
 for s in "${scenarios[@]}"; do
   t1=$SECONDS
   case $s in
