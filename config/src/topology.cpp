@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <system_error>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "internal.h"
 
@@ -345,6 +346,34 @@ std::vector<std::string> Topology::stand_ins(std::string_view node) const {
     }
   }
   return out;
+}
+
+uint32_t Topology::height(std::string_view node) const {
+  // Level by level: the nodes `hops` hops below, each once per level (a node reached by a
+  // short and a long path is on both levels: the long one counts). Not recursive: a chain of
+  // thousands of nodes would be as deep a recursion. At most as many levels as nodes, so a
+  // cycle, which validation refuses, ends too. An index first: find() walks the list.
+  std::unordered_map<std::string_view, const NodeSpec*> by_name;
+  for (const auto& n : nodes) by_name.emplace(n.name, &n);
+  std::vector<std::string_view> level{node}, next;
+  std::unordered_set<std::string_view> seen;
+  uint32_t hops = 0;
+  while (hops < nodes.size()) {
+    next.clear();
+    seen.clear();
+    for (std::string_view name : level) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) continue;
+      const NodeSpec* n = it->second;
+      for (const auto& d : n->downstream) {
+        if (seen.insert(d).second) next.push_back(d);
+      }
+    }
+    if (next.empty()) break;
+    ++hops;
+    level.swap(next);
+  }
+  return hops;
 }
 
 size_t Topology::link_count() const {

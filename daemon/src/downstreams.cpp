@@ -19,6 +19,14 @@ namespace {
 
 // How often a node with spool_dir looks for a branch behind (watch_spools).
 constexpr auto kSpoolLook = std::chrono::milliseconds(100);
+// A branch out of credit is spooled after spool_after plus this per hop below its peer. Every
+// node acknowledges only what every node below it has, so one slow host leaves every link above
+// it out of credit at about the same time; without the grace each relay that keeps a copy (an
+// idle branch) spooled for its own downstream at once, and a 32-host chain went through 24
+// spools where the one above the slow host was enough. With it the node nearest the slow host
+// spools first; its acknowledgements give the links above credit again (seen within two looks)
+// before their own, longer, grace ends. A branch that is down is spooled after spool_after.
+constexpr auto kSpoolGracePerHop = std::chrono::milliseconds(250);
 
 // Spreads origins over branches for route = "hash": one origin always takes the same branch.
 inline size_t origin_branch(uint32_t origin, size_t branches) {
@@ -111,9 +119,12 @@ void Downstreams::watch_spools() {
     Downstream& d = *dp;
     if (!d.spool || d.spool->active() || d.retiring) continue;
     const bool down = !up(d);
-    // Out of credit: its window is full (what waits beyond it, if anything, is in `waiting`).
-    const bool stalled = !down && d.link->credits() == 0;
-    if (d.spool->behind_for_long(down || (stalled && idle > 0), now, spec_->spool_after)) {
+    // Out of credit: its window is full (what waits beyond it, if anything, is in `waiting`),
+    // or as many frames in flight as the node lets one branch have.
+    const bool stalled =
+        !down && (d.link->credits() == 0 || d.link->in_flight() >= d.spool_in_flight_cap);
+    const auto after = down ? spec_->spool_after : d.spool_stalled_after;
+    if (d.spool->behind_for_long(down || (stalled && idle > 0), now, after)) {
       start_spooling(d, down);
     }
   }
@@ -149,6 +160,10 @@ Downstream& Downstreams::add(const std::string& name) {
   set_rate(*d);
   if (!spec_->spool_dir.empty()) {
     const uint32_t window = topology_->find(name)->slots;
+    const uint32_t height = topology_->height(name);
+    d->spool_stalled_after = spec_->spool_after + kSpoolGracePerHop * height;
+    d->spool_in_flight_cap =
+        std::min(std::max(4 * (height + 1), 4u), std::max(1u, spec_->slots / 2));
     try {
       d->spool = std::make_unique<BranchSpool>(*spec_, name, window, metrics_);
     } catch (const std::exception& e) {
@@ -278,6 +293,9 @@ void Downstreams::pump(Downstream& d) {
     }
     transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
                           s,         s->chunk, s};
+    // No more of the node's slots in flight than the branch's cap (downstream.h), but a
+    // chunked message's frames all go: a peer that reassembles acknowledges none before its last.
+    if (d.spool && !d.open && d.link->in_flight() >= d.spool_in_flight_cap) break;
     if (!paced(d, s->length) || !d.link->post(f)) break;
     d.waiting.pop_front();
     note_posted(d, *s);

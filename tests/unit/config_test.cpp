@@ -105,6 +105,21 @@ TEST(ConfigTest, FullExampleResolves) {
   EXPECT_EQ(t.nodes[2].name, "alt");
   EXPECT_EQ(t.nodes[3].name, "sink");
   EXPECT_EQ(t.link_count(), 4u);
+  // Hops to the deepest leaf (the spool's grace per hop below a branch): a diamond.
+  EXPECT_EQ(t.height("src"), 2u);
+  EXPECT_EQ(t.height("mid"), 1u);
+  EXPECT_EQ(t.height("alt"), 1u);
+  EXPECT_EQ(t.height("sink"), 0u);
+  EXPECT_EQ(t.height("nobody"), 0u);
+  // The longest way down counts: a -> b -> c -> d beside a -> d.
+  Topology skip =
+      parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\ndownstream = [\"b\", \"d\"]\n"
+                                   "[nodes.b]\nlisten = \"h:2\"\ndownstream = [\"c\"]\n"
+                                   "[nodes.c]\nlisten = \"h:3\"\ndownstream = [\"d\"]\n"
+                                   "[nodes.d]\nlisten = \"h:4\"\n"),
+                     "t");
+  EXPECT_EQ(skip.height("a"), 3u);
+  EXPECT_EQ(skip.height("c"), 1u);
 
   const NodeSpec& src = t.nodes[0];
   EXPECT_EQ(src.listen.host, "127.0.0.1");

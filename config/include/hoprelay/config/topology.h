@@ -177,6 +177,8 @@ struct Topology {
   // order: the choices an error message about a node offers.
   std::string names(const std::function<bool(const NodeSpec&)>& which = {}) const;
   size_t link_count() const;  // number of (node -> downstream) edges
+  // Hops from `node` to its deepest leaf (0 for a leaf or an unknown node).
+  uint32_t height(std::string_view node) const;
   // The nodes that may run `node`'s role when it is down (on_peer_down = "bypass"): its
   // upstream nodes with that policy, and, recursively, theirs (a stand-in that is itself
   // bypassed runs inside its own stand-in). Its downstream nodes admit them under its name.

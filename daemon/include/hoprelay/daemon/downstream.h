@@ -57,6 +57,16 @@ struct Downstream {
   // durably; `before_spool` holds frames that were posted before the spool started and came
   // back with a link that went down: older than anything spooled, they go out first.
   std::unique_ptr<BranchSpool> spool;
+  // How long the branch must be out of credit before it is spooled (Downstreams::add): the
+  // node's spool_after plus a grace per hop below the peer (downstreams.cpp, kSpoolGracePerHop).
+  std::chrono::milliseconds spool_stalled_after{0};
+  // The most frames from the node's slots in flight to the branch (Downstreams::add): 4 per
+  // hop below the peer, as `hoprelay plan` sizes windows, at least 4, at most half the node's
+  // slots. A frame in flight holds its slot until the peer acknowledges it, which a slow peer
+  // does at its own pace, and slots go back upstream in ring order: were the whole window the
+  // peer grants in flight, a branch that starts spooling would hold the ring until those frames
+  // drained (4 MiB at a quarter of 50 Mbit/s: 2.7 s with the whole chain above it paced).
+  uint32_t spool_in_flight_cap = 0;
   RingQueue<transport::Slot*> unsynced;
   RingQueue<transport::Slot*> before_spool;
   uint64_t spool_started_at = 0;  // the spool's end() when it started: caught up once past it
