@@ -162,8 +162,7 @@ Downstream& Downstreams::add(const std::string& name) {
     const uint32_t window = topology_->find(name)->slots;
     const uint32_t height = topology_->height(name);
     d->spool_stalled_after = spec_->spool_after + kSpoolGracePerHop * height;
-    d->spool_in_flight_cap =
-        std::min(std::max(4 * (height + 1), 4u), std::max(1u, spec_->slots / 2));
+    d->spool_in_flight_cap = std::min(4 * (height + 1), std::max(1u, spec_->slots / 2));
     try {
       d->spool = std::make_unique<BranchSpool>(*spec_, name, window, metrics_);
     } catch (const std::exception& e) {
