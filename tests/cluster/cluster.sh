@@ -433,9 +433,9 @@ broadcast_scenario() {
   pass "broadcast over $transport: a -> b -> {c1, c2}, $COUNT messages each: 0 missing, 0 duplicates, 0 corrupt; Prometheus: $COUNT received from b by opcode $opcode at each sink$rdma"
 }
 
-# traffic TRANSPORT TAG RATE [AT]: the nodes deployed over TRANSPORT and `hoprelay send` started
-# on a's host at RATE messages a second (its agent command id in $SEND), returning once AT
-# messages (by default about a third) have reached c1: what happens next happens under traffic.
+# traffic TRANSPORT TAG RATE: the nodes deployed over TRANSPORT and `hoprelay send` started on
+# a's host at RATE messages a second (its agent command id in $SEND), returning once about a
+# third has reached c1: what happens next happens under traffic.
 traffic() {
   local transport=$1
   shift
@@ -443,8 +443,8 @@ traffic() {
   gstart a "hoprelay send --topology /etc/hoprelay/topology.toml --to a --count $COUNT \
     --size 1000 --rate $2 --connect-timeout 30"
   SEND=$GID
-  local deadline=$((SECONDS + 120)) at=${3:-$((COUNT / 3))}
-  until (($(report c1 "$1" received || echo 0) >= at)); do
+  local deadline=$((SECONDS + 120))
+  until (($(report c1 "$1" received || echo 0) >= COUNT / 3)); do
     ((SECONDS < deadline)) || break
     sleep 1
   done
