@@ -47,6 +47,7 @@ declare -A QPID=()
 PROM_PID=
 failures=0
 passes=0
+failed=()
 
 # --- cleanup: every qemu, Prometheus and the namespace, whatever happened ----------------
 cleanup() {
@@ -210,6 +211,7 @@ pass() {
 fail() {
   echo "cluster: FAIL: $*"
   failures=$((failures + 1))
+  failed+=("${*:0:600}")
   journals
 }
 
@@ -871,6 +873,8 @@ for s in "${scenarios[@]}"; do
   echo "cluster: $s took $((SECONDS - t1)) s"
 done
 echo "cluster: $passes passed, $failures failed in $((SECONDS - t0)) s"
+# Each failure again, short, after the journals it printed: a CI log cut to its end keeps them.
+for f in "${failed[@]}"; do echo "cluster: failed: $f"; done
 if [[ -n ${CLUSTER_HOLD:-} ]]; then
   echo "cluster: held up (namespace $NS, files in $W): press Enter to power off"
   read -r _ </dev/tty || true
