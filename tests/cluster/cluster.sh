@@ -15,7 +15,8 @@ set -uo pipefail
 # shellcheck disable=SC2317  # the scenarios and cleanup are called by name or by trap
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 REPO=$(cd "$HERE/../.." && pwd -P)
-BUILD=$(cd "${1:?usage: cluster.sh BUILD_DIR [SCENARIO...]}" && pwd -P)
+BUILD=$(cd "${1:?usage: cluster.sh BUILD_DIR [SCENARIO...]}" && pwd -P) ||
+  { echo "cluster: error: no build directory $1" >&2; exit 125; }
 shift
 PROG=cluster
 msg() { printf '%s: %s\n' "$PROG" "$*" >&2; }
