@@ -588,7 +588,7 @@ host_crash_scenario() {
   fi
   # a noticed the dead host by itself, before b's reboot could reset anything: the link
   # failed on the 10 s bound, not on TCP's 15 minutes of retransmissions or a reset.
-  if ! since a "$t0" | grep -q "outbound link to b down: no transport acknowledgement"; then
+  if ! grep -q "outbound link to b down: no transport acknowledgement" <<<"$(since a "$t0")"; then
     fail "$name: a did not fail its link to b's dead host (no 'no transport acknowledgement' in its journal)"
     return
   fi
@@ -677,7 +677,7 @@ systemd_scenario() {
     fail "systemd over $transport: the watchdog did not restart the frozen hoprelayd@b: $out"
     return
   fi
-  if ! gexec b 30 "journalctl -u hoprelayd@b --since @$t0 --no-pager" | grep -q "Watchdog timeout"; then
+  if ! grep -q "Watchdog timeout" <<<"$(gexec b 30 "journalctl -u hoprelayd@b --since @$t0 --no-pager")"; then
     fail "systemd over $transport: hoprelayd@b restarted, but not by its watchdog"
     return
   fi
@@ -789,7 +789,9 @@ upgrade() { # upgrade TRANSPORT ORDER-NAME HOST...
     for n in ${next_to[$h]}; do ((old[$n])) && beside=1; done
     if ((beside)); then
       local deadline=$((SECONDS + 60))
-      until since "$h" "$t0" | grep -q "wire protocol 6: the peer's release is older"; do
+      # (Not `since ... | grep -q`: under pipefail, a journal longer than the pipe's buffer
+      # gets SIGPIPE once grep has its match, and the wait would go on to its deadline.)
+      until grep -q "wire protocol 6: the peer's release is older" <<<"$(since "$h" "$t0")"; do
         ((SECONDS < deadline)) || { fail "$name: $h, next to a host of the old release, logged no link of wire protocol 6"; return; }
         sleep 2
       done

@@ -37,13 +37,15 @@ fail() {
 
 # ---- the previous release, built once (scripts/previous-release.sh) ------------------------
 old=$("$src/scripts/previous-release.sh") || fail "no build of the release at $commit"
-"$old/hoprelayd" --version | grep -qx "wire protocol: 6" ||
+grep -qx "wire protocol: 6" <<<"$("$old/hoprelayd" --version)" ||
   fail "$old/hoprelayd is not a release of wire protocol 6: $("$old/hoprelayd" --version)"
 
 # The old CLI with the old library: an old producer is libhoprelay of that release.
 printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$old" "$old/hoprelay" >"$work/old-hoprelay"
 chmod +x "$work/old-hoprelay"
-LD_LIBRARY_PATH=$old ldd "$old/hoprelay" | grep -q "libhoprelay.so.1 => $old/" ||
+# (ldd's whole output first: grep -q stops reading at the match, and under pipefail the
+# SIGPIPE that ldd may then get would fail the check.)
+grep -q "libhoprelay.so.1 => $old/" <<<"$(LD_LIBRARY_PATH=$old ldd "$old/hoprelay")" ||
   fail "the old hoprelay does not load the old libhoprelay"
 
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -238,7 +238,9 @@ TEST(Reload, AMovedDownstreamGetsWhatWasInFlightOnItsOldLink) {
                    {"c1", {}, sink(dir, "c1")},
                    {"c2", {}, sink(dir, "c2")}});
   p.start_all();
-  auto producer = p.start_send("a", kCount, 200);
+  // Paced so that c2 is stopped mid-stream: unpaced, a fast machine sent all 3,000 to c2
+  // before the stop (CI saw b's slots never fill).
+  auto producer = p.start_send("a", kCount, 200, {"--rate", "1000"});
   ASSERT_TRUE(wait_until(
       [&] {
         return metric_value(scrape(p.node("c2").metrics), "hoprelay_messages_received_total") > 0;

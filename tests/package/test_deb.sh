@@ -6,6 +6,8 @@
 # installed daemon (messages of 20000, 1000 and 0 bytes).
 #   test_deb.sh BUILD_DIR
 set -euo pipefail
+# (`grep -q` reads a command's whole output from a here-string, not a pipe: it stops at its
+# match, and under pipefail the SIGPIPE the writer may then get would count as a failure.)
 BUILD=$(cd "${1:?usage: test_deb.sh BUILD_DIR}" && pwd -P)
 fail() { echo "test_deb: FAIL: $*" >&2; exit 1; }
 
@@ -154,7 +156,7 @@ for p in hoprelay libhoprelay1; do
   dpkg-deb -x "$ddeb" "$dbg"
 done
 for f in usr/sbin/hoprelayd usr/bin/hoprelay "usr/lib/$arch/libhoprelay.so.1"; do
-  ! readelf -S "$root/$f" | grep -q '\.debug_info' || fail "$f is not stripped (it has .debug_info)"
+  ! grep -q '\.debug_info' <<<"$(readelf -S "$root/$f")" || fail "$f is not stripped (it has .debug_info)"
   id=$(readelf -n "$root/$f" | awk '/Build ID:/ {print $3}')
   [[ -n $id ]] || fail "$f has no build id"
   [[ -f $dbg/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug ]] ||
@@ -203,7 +205,7 @@ abi=$(awk '/^#define HOPRELAY_CLIENT_VERSION_(MAJOR|MINOR) / {v = v (v == "" ? "
 pkg-config --atleast-version="${abi%.0}" hoprelay || fail "pkg-config --atleast-version=${abi%.0}"
 ex=$root/usr/share/doc/libhoprelay-dev/examples
 # A sanitized build's library (scripts/test.sh, build-asan) needs its runtime in the program.
-if ldd "$root/usr/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
+if grep -q libasan <<<"$(ldd "$root/usr/lib/$arch/libhoprelay.so.1")"; then
   flags="-fsanitize=address,undefined $flags"
 fi
 cc -Wall -Werror "$ex/producer.c" $flags -o "$root/producer" || fail "examples/producer.c does not build"
@@ -255,7 +257,7 @@ grep -qx "producer: origin [0-9]* sent 10 messages" "$root/producer.out" ||
 grep -qx "consumer: 10 messages, 0 bytes, 0 corrupt, 0 out of order" "$root/consumer.out" ||
   fail "consumer said: $(cat "$root/consumer.out")"
 # Python finds the installed module (not with a sanitized library: python3 is not).
-if ! ldd "$root/usr/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
+if ! grep -q libasan <<<"$(ldd "$root/usr/lib/$arch/libhoprelay.so.1")"; then
   PYTHONPATH=$root/usr/lib/python3/dist-packages HOPRELAY_LIBRARY=$root/usr/lib/$arch/libhoprelay.so.1 \
     python3 -c "import hoprelay" || fail "python3 cannot import the installed hoprelay module"
 fi
@@ -269,7 +271,7 @@ grep -qx "prefix=$pfx" "$pfx/lib/$arch/pkgconfig/hoprelay.pc" ||
 # A venv pointed at that prefix as docs/client.md says (a .pth file naming hoprelay.pc's
 # pythondir) imports the module, which loads that prefix's library: no PYTHONPATH, no
 # HOPRELAY_LIBRARY, no LD_LIBRARY_PATH.
-if ! ldd "$pfx/lib/$arch/libhoprelay.so.1" | grep -q libasan; then
+if ! grep -q libasan <<<"$(ldd "$pfx/lib/$arch/libhoprelay.so.1")"; then
   python3 -m venv --without-pip "$root/venv" || fail "python3 -m venv"
   site=$("$root/venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')
   PKG_CONFIG_PATH=$pfx/lib/$arch/pkgconfig pkg-config --variable=pythondir hoprelay >"$site/hoprelay.pth"
