@@ -212,7 +212,8 @@ pass() {
 fail() {
   echo "cluster: FAIL: $*"
   failures=$((failures + 1))
-  failed+=("${*:0:600}")
+  local what="$*"
+  failed+=("${what:0:600}")
   journals
 }
 
