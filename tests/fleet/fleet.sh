@@ -9,6 +9,9 @@
 #   fleet.sh hosts FLEET [PORT]       the hosts file for `hoprelay plan`: one address a line
 #   fleet.sh exec FLEET I CMD...      run CMD on host I (in its namespace)
 #   fleet.sh kill FLEET I [SIGNAL]    signal every process of host I (default KILL)
+#   fleet.sh lose FLEET I             host I vanishes as in a power loss: its NIC goes first
+#                                     (nothing more leaves it: no reset, no FIN), then its
+#                                     processes and its namespace; for good
 #   fleet.sh throttle FLEET I RATE    change host I's NIC rate (both directions)
 #   fleet.sh sent FLEET               bytes each host has sent since up: "I BYTES RATE"
 #   fleet.sh down FLEET               kill every process of the fleet and remove it
@@ -26,7 +29,17 @@ ns_host() { echo "$1-h$2"; }
 ns_bridge() { echo "$1-br"; }
 # Host I's address: 198.18.(I / 250).(I % 250 + 1).
 address() { echo "198.18.$(($1 / 250)).$(($1 % 250 + 1))"; }
-count_of() { ip netns list | awk '{print $1}' | grep -c "^$1-h[0-9]*$" || true; }
+# The fleet's N, which `up` keeps as the bridge's alias (a host lost does not renumber the
+# others); 0 when there is no such fleet.
+count_of() {
+  local alias
+  alias=$(ip -n "$(ns_bridge "$1")" -o link show br0 2>/dev/null | sed -n 's/.* alias hosts=\([0-9]*\).*/\1/p')
+  echo "${alias:-0}"
+}
+# The namespaces, one name a line. Read whole by grep (a here-string, not a pipe: under
+# pipefail, `grep -q` leaving at its first match fails a writer that has more to write).
+namespaces() { ip netns list | awk '{print $1}'; }
+lost() { ! grep -qx "$(ns_host "$1" "$2")" <<<"$(namespaces)"; } # FLEET I
 
 # tbf's bucket: 10 ms at RATE, at least 128 KiB (a GSO segment of 64 KiB must fit, or tbf
 # drops it for good).
@@ -71,7 +84,7 @@ up() {
   [[ $(id -u) == 0 ]] || die "needs root (network namespaces, CAP_NET_ADMIN): run it with sudo"
   command -v tc >/dev/null || die "tc missing: apt-get install iproute2"
   burst_for "$rate" >/dev/null
-  if ip netns list | awk '{print $1}' | grep -q "^$fleet-"; then
+  if grep -q "^$fleet-" <<<"$(namespaces)"; then
     die "a fleet named $fleet exists already: 'fleet.sh down $fleet', or choose another name"
   fi
   # Whatever stops it from here on (a failed command, die) removes what it made.
@@ -81,6 +94,7 @@ up() {
   ip netns add "$br"
   ip -n "$br" link add br0 type bridge
   ip -n "$br" link set br0 up
+  ip -n "$br" link set br0 alias "hosts=$n"
   for ((i = 0; i < n; i++)); do
     local h
     h=$(ns_host "$fleet" "$i")
@@ -113,7 +127,10 @@ hosts() {
 host_ns() {
   local h
   h=$(ns_host "$1" "$2")
-  ip netns list | awk '{print $1}' | grep -qx "$h" || die "fleet $1 has no host $2"
+  if ! grep -qx "$h" <<<"$(namespaces)"; then
+    (($2 < $(count_of "$1"))) && die "host $2 of fleet $1 is gone (fleet.sh lose)"
+    die "fleet $1 has no host $2"
+  fi
   echo "$h"
 }
 
@@ -121,6 +138,10 @@ sent() {
   local fleet=$1 n i
   n=$(count_of "$fleet")
   for ((i = 0; i < n; i++)); do
+    if lost "$fleet" "$i"; then
+      echo "$i 0 lost"
+      continue
+    fi
     tc -n "$(ns_host "$fleet" "$i")" -s qdisc show dev eth0 |
       awk -v i="$i" '/qdisc tbf/ {r = $0; sub(/.* rate /, "", r); sub(/ .*/, "", r)}
                      /Sent/ {print i, $2, r; exit}'
@@ -134,21 +155,34 @@ kill_host() { # kill_host NS SIGNAL
   [[ -z $pids ]] || kill "-$2" $pids 2>/dev/null || true
 }
 
+# lose FLEET I: the cable first, so that what the kernel sends for the dying processes (resets,
+# FINs) reaches no one: its peers learn of it only from silence, as after a power loss.
+lose() {
+  local ns
+  ns=$(host_ns "$1" "$2")
+  ip -n "$ns" link del eth0 # the veth pair: the bridge's end goes with it
+  kill_host "$ns" KILL
+  gone "$ns"
+}
+
+# gone NS: remove a namespace whose processes were killed.
+gone() {
+  # A process that has not died yet keeps its namespace alive: wait for it, briefly.
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -z $(ip netns pids "$1" 2>/dev/null) ]] && break
+    sleep 0.1
+  done
+  ip netns del "$1" 2>/dev/null || true
+}
+
 down() {
   local fleet=$1 ns
   for ns in $(ip netns list | awk '{print $1}' | grep "^$fleet-" || true); do kill_host "$ns" KILL; done
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$fleet-" || true); do
-    # A process that has not died yet keeps its namespace alive: wait for it, briefly.
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-      [[ -z $(ip netns pids "$ns" 2>/dev/null) ]] && break
-      sleep 0.1
-    done
-    ip netns del "$ns" 2>/dev/null || true
-  done
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$fleet-" || true); do gone "$ns"; done
 }
 
 cmd=${1:-}
-[[ -n $cmd ]] || die "usage: fleet.sh up|hosts|exec|kill|throttle|sent|down FLEET ... (tests/fleet/README.md)"
+[[ -n $cmd ]] || die "usage: fleet.sh up|hosts|exec|kill|lose|throttle|sent|down FLEET ... (tests/fleet/README.md)"
 shift
 case $cmd in
   up)
@@ -166,6 +200,10 @@ case $cmd in
     (($# >= 2)) || die "usage: fleet.sh kill FLEET I [SIGNAL]"
     kill_host "$(host_ns "$1" "$2")" "${3:-KILL}"
     ;;
+  lose)
+    (($# == 2)) || die "usage: fleet.sh lose FLEET I"
+    lose "$@"
+    ;;
   throttle)
     (($# == 3)) || die "usage: fleet.sh throttle FLEET I RATE"
     host_ns "$1" "$2" >/dev/null
@@ -176,5 +214,5 @@ case $cmd in
     (($# == 1)) || die "usage: fleet.sh down FLEET"
     down "$1"
     ;;
-  *) die "unknown command '$cmd': up, hosts, exec, kill, throttle, sent or down" ;;
+  *) die "unknown command '$cmd': up, hosts, exec, kill, lose, throttle, sent or down" ;;
 esac

@@ -6,9 +6,13 @@
 # relays), and `hoprelay send` of FLEET_MIB MiB (default 32, random) on host 0. Every host's
 # copy must be byte-equal (SHA-256), also host FLEET_KILL's (default 5), whose relay consumer is
 # killed with SIGKILL half-way through the chain and started again with its --state-dir; the
-# shaping
-# must hold (host 0's NIC carried every byte it had to send, and no faster than its rate
-# allows); it prints the time over the physical limit S/R and what each host sent.
+# shaping must hold (host 0's NIC carried every byte it had to send, and no faster than its
+# rate allows); it prints the time over the physical limit S/R and what each host sent.
+# A shape SHAPE+lost (default last: tree:2+lost) runs with on_peer_down = "bypass", and host
+# FLEET_LOSE (default 1, a relay) is lost for good a third into the stream as in a power loss
+# (`fleet.sh lose`: its NIC, then its processes and namespace): its upstream learns of it only
+# from silence, stands in for it, and every other host's copy must still be byte-equal. A lost
+# host is gone for the rest of the run, so such a shape comes last.
 #   tests/fleet/test_fleet.sh BUILD_DIR
 # Exit 77 (skipped) without root or network namespaces.
 set -euo pipefail
@@ -17,8 +21,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 hosts_n=${FLEET_HOSTS:-16}
 rate=${FLEET_RATE:-200mbit}
 mib=${FLEET_MIB:-32}
-shapes=${FLEET_SHAPES:-chain tree:2}
+shapes=${FLEET_SHAPES:-chain tree:2 tree:2+lost}
 kill_at=${FLEET_KILL:-5}
+lose=${FLEET_LOSE:-1}
 fleet=hrf$$
 hoprelay=$build/client/hoprelay
 hoprelayd=$build/daemon/hoprelayd
@@ -52,11 +57,22 @@ rate_bits=$(awk -v r="$rate" 'BEGIN { n = r + 0; u = tolower(substr(r, length(n 
   m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : 1e9; printf "%.0f", n * m }')
 limit=$(awk -v b="$bytes" -v r="$rate_bits" 'BEGIN { printf "%.3f", b * 8 / r }')
 
-for shape in $shapes; do
+read -r -a shapes <<<"$shapes"
+for ((s = 0; s + 1 < ${#shapes[@]}; s++)); do
+  [[ ${shapes[s]} != *+lost ]] || fail "FLEET_SHAPES: ${shapes[s]} loses a host for good: put it last"
+done
+lost=-1 # the host lost, once it is
+for shape in "${shapes[@]}"; do
   echo "== $shape: $hosts_n hosts at $rate, $mib MiB from host 0; the limit S/R is $limit s"
   topo=$work/topology.toml
-  "$hoprelay" plan --hosts "$work/hosts.txt" --shape "$shape" --name fleet >"$topo" ||
-    fail "hoprelay plan --shape $shape"
+  "$hoprelay" plan --hosts "$work/hosts.txt" --shape "${shape%+lost}" --name fleet >"$topo" ||
+    fail "hoprelay plan --shape ${shape%+lost}"
+  if [[ $shape == *+lost ]]; then
+    ((lose > 0 && lose < hosts_n)) || fail "FLEET_LOSE=$lose: a host from 1 to $((hosts_n - 1))"
+    grep -q "^\[nodes\.h$lose\]" <<<"$(awk '/^\[nodes\./ {n = $0} /^downstream = / {print n}' "$topo")" ||
+      fail "$shape: host $lose is no relay in this shape: nothing to bypass (FLEET_LOSE)"
+    sed -i 's/^\[pipeline\]$/&\non_peer_down = "bypass"\npeer_down_timeout = "500ms"/' "$topo"
+  fi
   # Node i is h<i>: the head h0 is a daemon, every other host a consumer that keeps a copy
   # (and relays it, where the plan gives it downstream peers).
   keepers=()
@@ -100,12 +116,27 @@ for shape in $shapes; do
     echo "chain: $victim's consumer killed with SIGKILL at $got bytes; started again"
     start_recv "$victim"
   fi
+  if [[ $shape == *+lost ]]; then
+    # A third of the way through, host $lose vanishes for good.
+    for _ in $(seq 600); do
+      (($(stat -c %s "$work/h$lose.out" 2>/dev/null || echo 0) >= bytes / 3)) && break
+      sleep 0.02
+    done
+    got=$(stat -c %s "$work/h$lose.out" 2>/dev/null || echo 0)
+    "$here/fleet.sh" lose "$fleet" "$lose"
+    lost=$lose
+    wait "${recv_pid[h$lose]}" 2>/dev/null || true
+    ((got < bytes)) || fail "$shape: h$lose had all $bytes bytes before it could be lost"
+    echo "$shape: host $lose lost (NIC, processes, namespace) at $got bytes of its copy"
+  fi
   wait "$send_pid" || fail "$shape: hoprelay send: $(cat "$work/send.log")"
   for n in "${keepers[@]}"; do
+    [[ $n == "h$lost" ]] && continue
     wait "${recv_pid[$n]}" || fail "$shape: hoprelay recv of $n failed: $(tail -n 3 "$work/$n.log")"
   done
   elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.3f", e - s }')
   for n in "${keepers[@]}"; do
+    [[ $n == "h$lost" ]] && continue
     got=$(sha256sum <"$work/$n.out" | cut -d' ' -f1)
     [[ $got == "$want" ]] || fail "$shape: $n's copy differs ($(stat -c %s "$work/$n.out") bytes)"
   done
@@ -120,11 +151,22 @@ for shape in $shapes; do
     fail "$shape: host 0 sent $sent0 bytes, less than $fanout x $bytes: not through its NIC?"
   awk -v e="$elapsed" -v l="$limit" -v f="$fanout" 'BEGIN { exit !(e >= 0.95 * f * l) }' ||
     fail "$shape: $elapsed s for $fanout copies at $rate: faster than the shaping allows"
-  echo "$shape: every host's copy byte-equal (${#keepers[@]} and the source) in $elapsed s," \
+  if ((lost > 0)); then
+    # It was silence, not a reset, that failed the link, and the head stood in for the host.
+    grep -q "no transport acknowledgement from the peer for" "$work/h0.log" ||
+      fail "$shape: the head did not fail its link to h$lost on the dead-peer bound"
+    grep -q "downstream h$lost down for 500ms: standing in for it" "$work/h0.log" ||
+      fail "$shape: the head did not stand in for h$lost"
+    echo "$shape: the head failed its link to h$lost on the dead-peer bound and stood in for it"
+  fi
+  echo "$shape: every host's copy byte-equal ($((${#keepers[@]} - (lost > 0))) and the source) in $elapsed s," \
     "$(awk -v e="$elapsed" -v l="$limit" 'BEGIN { printf "%.2f", e / l }') x S/R"
-  awk -v e="$elapsed" '{ printf "  host %s sent %.1f MiB (%.0f Mbit/s over the run; shaped to %s)\n",
-    $1, $2 / 1048576, $2 * 8 / e / 1e6, $3 }' "$work/sent"
-  for ((i = 0; i < hosts_n; i++)); do "$here/fleet.sh" kill "$fleet" "$i" KILL; done
+  awk -v e="$elapsed" '$3 == "lost" { printf "  host %s lost\n", $1; next }
+    { printf "  host %s sent %.1f MiB (%.0f Mbit/s over the run; shaped to %s)\n",
+      $1, $2 / 1048576, $2 * 8 / e / 1e6, $3 }' "$work/sent"
+  for ((i = 0; i < hosts_n; i++)); do
+    ((i == lost)) || "$here/fleet.sh" kill "$fleet" "$i" KILL
+  done
   wait 2>/dev/null || true
 done
 echo "fleet.suite: ok"
