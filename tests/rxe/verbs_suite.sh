@@ -396,11 +396,14 @@ T
     "$WORK/faults-c.json" "$n"
 }
 
-# bypass: a -> b (crc32c stamp) -> c (verify-sink, the trailer required) over verbs, a with
-# on_peer_down = "bypass": b killed -9 a third into the stream and never restarted. After
-# peer_down_timeout a stands in for b (b's stage on a, a's own queue pairs to c in a's
-# protection domain, frames copied into memory registered there): c gets every message once,
-# each with b's trailer, and hoprelay send exits 0.
+# bypass: the 7-node tree a -> {b1, b2}, b1 -> {c1, c2}, b2 -> {c3, c4} over verbs, b1 stamping
+# a CRC32C trailer that c1 and c2 require, a with on_peer_down = "bypass": b1 killed -9 a third
+# into the stream and never restarted. After peer_down_timeout a stands in for b1 (b1's stage on
+# a, a's own queue pairs to c1 and c2 in a's protection domain, frames copied into memory
+# registered there): every leaf gets every message once, c1 and c2 each with b1's trailer, and
+# hoprelay send exits 0. With MODE back, b1 is started again while a stands in for it: its
+# branch goes back to it (a logs it once, the bypass ends) and it carries the end of the
+# stream, still every message once at every leaf.
 # Spooling over verbs (docs/topology.md, "Spooling a slow or down branch"): a -> {b, c}, c down
 # for the whole stream; a spools for it (its slots go back upstream once the spool holds them,
 # so the producer finishes, told where the messages wait), then c starts and gets the spool by
@@ -457,8 +460,12 @@ T
     "$WORK/spool-c.json" "$n"
 }
 
-bypass() {
-  local t="$WORK/bypass.toml" pa=7181 pb=7182 pc=7183 mc=7184 ma=7185 n=12000
+bypass() { # bypass BASE_PORT lost|back
+  # Seven daemons and a producer in one TCG guest move about 500 messages a second.
+  local base=$1 mode=$2 t="$WORK/bypass-$2.toml" n=6000 node
+  local pa=$((base + 1)) pb1=$((base + 2)) pb2=$((base + 3)) pc1=$((base + 4)) pc2=$((base + 5))
+  local pc3=$((base + 6)) pc4=$((base + 7)) ma=$((base + 8)) mc1=$((base + 9)) mb1=$((base + 10))
+  [[ $mode == back ]] && n=9000 # the stream goes on long enough for b1 to come back
   cat >"$t" <<T
 [pipeline]
 name = "bypass"
@@ -470,53 +477,90 @@ peer_down_timeout = "1s"
 [nodes.a]
 listen = "$RXE_IP:$pa"
 metrics = "127.0.0.1:$ma"
-downstream = ["b"]
-[nodes.b]
-listen = "$RXE_IP:$pb"
-downstream = ["c"]
+downstream = ["b1", "b2"]
+[nodes.b1]
+listen = "$RXE_IP:$pb1"
+metrics = "127.0.0.1:$mb1"
+downstream = ["c1", "c2"]
 stage = { plugin = "crc32c", mode = "stamp" }
-[nodes.c]
-listen = "$RXE_IP:$pc"
-metrics = "127.0.0.1:$mc"
-stage = { plugin = "verify-sink", report = "$WORK/bypass-c.json", crc32c = "required" }
+[nodes.b2]
+listen = "$RXE_IP:$pb2"
+downstream = ["c3", "c4"]
+[nodes.c1]
+listen = "$RXE_IP:$pc1"
+metrics = "127.0.0.1:$mc1"
+stage = { plugin = "verify-sink", report = "$WORK/bypass-$mode-c1.json", crc32c = "required" }
+[nodes.c2]
+listen = "$RXE_IP:$pc2"
+stage = { plugin = "verify-sink", report = "$WORK/bypass-$mode-c2.json", crc32c = "required" }
+[nodes.c3]
+listen = "$RXE_IP:$pc3"
+stage = { plugin = "verify-sink", report = "$WORK/bypass-$mode-c3.json" }
+[nodes.c4]
+listen = "$RXE_IP:$pc4"
+stage = { plugin = "verify-sink", report = "$WORK/bypass-$mode-c4.json" }
 T
-  start "$t" c
-  start "$t" b
+  for node in c1 c2 c3 c4 b2; do start "$t" "$node"; done
+  start "$t" b1
   local b_index=$((${#pids[@]} - 1))
   start "$t" a
-  { wait_metrics "$mc" && wait_metrics "$ma"; } || { fail "bypass: a or c did not start"; stop_all; return; }
+  { wait_metrics "$mc1" && wait_metrics "$ma"; } || { fail "bypass: a or c1 did not start"; stop_all; return; }
   timeout 120 "$HOPRELAY" send --topology "$t" --to a --count "$n" --size 1000 --rate 3000 \
-    --connect-timeout 20 >"$WORK/bypass-send.out" 2>&1 &
+    --connect-timeout 20 >"$WORK/bypass-$mode-send.out" 2>&1 &
   local sender=$!
-  wait_received "$WORK/bypass-c.json" $((n / 3)) || fail "bypass: c got less than a third in 10 s"
+  wait_received "$WORK/bypass-$mode-c1.json" $((n / 3)) || fail "bypass: c1 got less than a third in 10 s"
   kill -9 "${pids[$b_index]}"
   wait "${pids[$b_index]}" 2>/dev/null
   unset "pids[$b_index]"
   pids=("${pids[@]}")
-  local ok=1
+  local ok=1 active
+  if [[ $mode == back ]]; then
+    for _ in $(seq 100); do
+      [[ $(metric "$ma" hoprelay_bypass_active 'peer="b1"') == 1 ]] && break
+      sleep 0.1
+    done
+    mv "$WORK/b1.log" "$WORK/bypass-$mode-b1-killed.log"
+    start "$t" b1
+    for _ in $(seq 200); do
+      active=$(metric "$ma" hoprelay_bypass_active 'peer="b1"')
+      [[ $active == 0 ]] && break
+      sleep 0.1
+    done
+    [[ $active == 0 ]] || { fail "bypass: the restarted b1 did not get its branch back in 20 s"; ok=0; }
+  fi
   if ! wait "$sender"; then
-    fail "bypass: hoprelay send failed: $(tail -3 "$WORK/bypass-send.out")"
+    fail "bypass: hoprelay send failed: $(tail -3 "$WORK/bypass-$mode-send.out")"
     ok=0
   fi
-  wait_received "$WORK/bypass-c.json" "$n" || ok=0
-  local active
-  active=$(metric "$ma" hoprelay_bypass_active 'peer="b"')
+  for node in c1 c2 c3 c4; do wait_received "$WORK/bypass-$mode-$node.json" "$n" || ok=0; done
+  active=$(metric "$ma" hoprelay_bypass_active 'peer="b1"')
+  local carried=0
+  [[ $mode == back ]] && carried=$(metric "$mb1" hoprelay_messages_forwarded_total 'peer="c1"')
   stop_all || fail "bypass: a daemon did not exit 0 on SIGTERM"
-  for node in a b c; do mv "$WORK/$node.log" "$WORK/bypass-$node.log"; done
-  if grep -q "standing in for it" "$WORK/bypass-a.log" && [[ $active == 1 ]]; then
-    pass "bypass: a stood in for b over verbs (hoprelay_bypass_active 1)"
+  for node in a b1 b2 c1 c2 c3 c4; do mv "$WORK/$node.log" "$WORK/bypass-$mode-$node.log"; done
+  local stood back
+  stood=$(grep -c "downstream b1 down for 1s: standing in for it" "$WORK/bypass-$mode-a.log")
+  back=$(grep -c "downstream b1 takes its branch again" "$WORK/bypass-$mode-a.log")
+  if [[ $mode == lost && $stood == 1 && $active == 1 ]]; then
+    pass "bypass: a stood in for b1 over verbs (hoprelay_bypass_active 1)"
+  elif [[ $mode == back && $stood == 1 && $back == 1 && $active == 0 && $carried -gt 0 ]]; then
+    pass "bypass: a stood in for b1 over verbs, then b1 took its branch back and carried $carried messages to c1"
   else
-    fail "bypass: a did not stand in for b (hoprelay_bypass_active $active)"
+    fail "bypass ($mode): a stood in for b1 $stood times, gave its branch back $back times; hoprelay_bypass_active $active; b1 forwarded $carried to c1"
     ok=0
   fi
   if ((!ok)); then
-    for f in "$WORK"/bypass-[ac].log; do
+    for f in "$WORK"/bypass-$mode-{a,b1,c1,c3}.log; do
       say "--- $(basename "$f") (last lines, no debug)"
       grep -v ' debug ' "$f" | tail -8
     done
   fi
-  check_clean "verbs: relay killed -9 for good a third into the stream, bypassed by its upstream, $n messages with its CRC32C" \
-    "$WORK/bypass-c.json" "$n"
+  local what="relay b1 killed -9 for good a third into the stream, bypassed by a"
+  [[ $mode == back ]] && what="relay b1 killed -9 a third into the stream, bypassed by a, then back"
+  check_clean "verbs: $what: c1, $n messages with b1's CRC32C" "$WORK/bypass-$mode-c1.json" "$n"
+  check_clean "verbs: $what: c2 (b1's other leaf)" "$WORK/bypass-$mode-c2.json" "$n"
+  check_clean "verbs: $what: c3 (b2's branch)" "$WORK/bypass-$mode-c3.json" "$n"
+  check_clean "verbs: $what: c4 (b2's branch)" "$WORK/bypass-$mode-c4.json" "$n"
 }
 
 # threads N BASE_PORT: a -> b (crc32c stamp on N worker threads) -> c (verify-sink) over verbs,
@@ -1408,7 +1452,8 @@ only tls && tls
 only send_only && send_only
 only operator_errors && operator_errors
 only faults && faults
-only bypass && bypass
+only bypass && bypass 7180 lost
+only bypass && bypass 7800 back
 only spool && spool
 only threads && threads 2 7600
 only threads && threads 4 7610
