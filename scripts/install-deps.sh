@@ -35,6 +35,9 @@ test_pkgs=(
   # bench/fleet.sh: the references a fleet's operator would pick instead of hoprelay: reliable
   # multicast (uftp, uftpd) and a BitTorrent swarm (a tracker, a torrent maker, a client)
   uftp opentracker mktorrent aria2
+  # bench/profile_hop.sh: perf to sample a relay, and socat, the plain read()/write() relay
+  # its profile is set against
+  linux-perf socat
 )
 
 want=("${build_pkgs[@]}")
