@@ -39,7 +39,7 @@ BUCKETS = [
     ("syscall", "other system calls"),
     ("kernel", "kernel, outside system calls (interrupts, scheduling)"),
     ("user:copy", "user space: memcpy, memmove"),
-    ("user:own", "user space: the relay's own code (hoprelayd: its built-in stage too)"),
+    ("user:own", "user space: the relay's own code, built-in stage included"),
     ("user:lib", "user space: libc, libstdc++ and other libraries"),
 ]
 

@@ -30,8 +30,10 @@ constexpr size_t kCoalesceBytes = 256 * 1024;
 // stream buffer as lookahead, a backlogged socket filled it with most of the next large payload
 // and every such payload was copied twice: 28 % of the relays' CPU with 256 KiB chunks, 10-15 %
 // less CPU per GB without it (loopback, chain and one hop). Smaller frames keep the whole
-// buffer: many of them per read beat a read per frame, and at 64 KiB the two measured level.
-constexpr size_t kDirectFrame = 128 * 1024;
+// buffer: many of them per read beat a read per frame. At 64 KiB the copy out of the buffer was
+// 15 % of a relay's CPU (bench/profile_hop.sh) and reading straight into the slot took 11 % less
+// CPU per GB; at 16 KiB the read per frame cost more than the copy it saved.
+constexpr size_t kDirectFrame = 64 * 1024;
 constexpr size_t kLookahead = 4096;
 
 spdlog::logger& log() {
