@@ -244,7 +244,7 @@ links_up() {
 listens() {
   local flags=-Hltn
   [[ ${3:-} == udp ]] && flags=-Hlun
-  ip netns exec "$fleet-h$1" ss "$flags" | awk '{print $4 " "}' | grep -Eq "$2"
+  grep -Eq "$2" <<<"$(ip netns exec "$fleet-h$1" ss "$flags" | awk '{print $4 " "}')"
 }
 all_exited() {
   local p

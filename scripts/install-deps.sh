@@ -45,7 +45,7 @@ if [[ "${1:-}" != "--build-only" ]]; then want+=("${test_pkgs[@]}"); fi
 
 missing=()
 for p in "${want[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  grep -q "install ok installed" <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"

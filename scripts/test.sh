@@ -19,6 +19,17 @@ if [[ "$bad" != 0 ]]; then
   exit 1
 fi
 
+echo "== shell: no grep -q at the end of a pipe"
+# Under pipefail, `CMD | grep -q PAT` fails when grep leaves at its first match while CMD still
+# writes (CMD gets SIGPIPE): it failed a CI run once, and can keep a wait loop from ever seeing
+# its line. grep reads the whole output instead: grep -q PAT <<<"$(CMD)". Comments are let be.
+pipes=$(git grep -n -E '\|\s*grep\s+-[a-zA-Z]*q' -- '*.sh' | grep -v -E '^[^:]+:[0-9]+:\s*#' || true)
+if [[ -n "$pipes" ]]; then
+  echo "$pipes"
+  echo "shell: grep -q reading a pipe (above): write grep -q PAT <<<\"\$(CMD)\" instead"
+  exit 1
+fi
+
 # compat.previous_release and cluster.upgrade run this release beside the previous one, built from the
 # repository's history once into a cache: built here, not beside the timed tests.
 echo "== the previous release (scripts/previous-release.sh)"

@@ -187,7 +187,7 @@ export LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libhoprelay.so.1' | head
 out=$("$root/usr/bin/hoprelay" validate "$root/usr/share/doc/hoprelay/examples/demo.toml")
 [[ $out == "ok: pipeline \"demo\", 3 nodes, 2 links, messages up to 4194048 bytes" ]] || fail "validate said: $out"
 "$root/usr/sbin/hoprelayd" --help >/dev/null || fail "hoprelayd --help"
-"$root/usr/sbin/hoprelayd" --version | grep -q '^hoprelayd 0\.1\.0$' || fail "hoprelayd --version"
+grep -q '^hoprelayd 0\.1\.0$' <<<"$("$root/usr/sbin/hoprelayd" --version)" || fail "hoprelayd --version"
 # The unit points at the installed paths.
 grep -q '^ExecStart=/usr/sbin/hoprelayd ' "$root/usr/lib/systemd/system/hoprelayd@.service" ||
   fail "unit ExecStart does not point at /usr/sbin/hoprelayd"

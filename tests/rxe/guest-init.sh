@@ -95,7 +95,7 @@ for _ in $(seq 100); do
 done
 [[ -n $RXE_GID_INDEX ]] || setup_failed "$LINENO" "no ACTIVE port / RoCE v2 GID for $RXE_IP on $RXE_DEV"
 [[ -c /dev/infiniband/uverbs0 ]] || setup_failed "$LINENO" "/dev/infiniband/uverbs0 missing"
-ibv_devices | grep -qw "$RXE_DEV" || setup_failed "$LINENO" "ibv_devices does not list $RXE_DEV"
+grep -qw "$RXE_DEV" <<<"$(ibv_devices)" || setup_failed "$LINENO" "ibv_devices does not list $RXE_DEV"
 
 # RDMA memory registration pins pages; the default 8 MiB memlock limit is far too low.
 ulimit -l unlimited

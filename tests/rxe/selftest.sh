@@ -37,8 +37,8 @@ wait_listen() { # wait_listen PORT SERVER_PID
     local port=$1 pid=$2 _
     for _ in $(seq 200); do
         kill -0 "$pid" 2>/dev/null || return 1
-        if ss -Hltn "sport = :$port" | grep -q . ||
-            rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN.*:$port\b"; then
+        if grep -q . <<<"$(ss -Hltn "sport = :$port")" ||
+            grep -q "state LISTEN.*:$port\b" <<<"$(rdma resource show cm_id 2>/dev/null)"; then
             return 0
         fi
         sleep 0.05

@@ -880,7 +880,7 @@ T
   start "$t" solo
   # Listening shows as a LISTEN cm_id (no fixed sleep: a sanitized daemon starts slowly).
   for _ in $(seq 200); do
-    rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN.*:7151\b" && break
+    grep -q "state LISTEN.*:7151\b" <<<"$(rdma resource show cm_id 2>/dev/null)" && break
     sleep 0.05
   done
   out=$(timeout 20 "$HOPRELAYD" --topology "$t" --node solo 2>&1)
@@ -1188,7 +1188,7 @@ perf_lat() { # perf_lat TOOL PORT [OPTION] -> t_typical (median) in us at 64 B
   local tool=$1 p=$2 opt=${3:-}
   timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" $opt >"$WORK/$tool.server" 2>&1 &
   local spid=$!
-  for _ in $(seq 100); do ss -Hltn "sport = :$p" | grep -q . && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q . <<<"$(ss -Hltn "sport = :$p")" && break; sleep 0.05; done
   timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" $opt "$RXE_IP" \
     >"$WORK/$tool.client" 2>&1
   wait "$spid"
@@ -1202,7 +1202,7 @@ ucx_run() { # ucx_run NAME PORT ARGS... -> the client's "Final:" line; logs in $
   shift 2
   timeout 60 ucx_perftest -p "$p" >"$WORK/$name.server" 2>&1 &
   local spid=$!
-  for _ in $(seq 100); do ss -Hltn "sport = :$p" | grep -q . && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q . <<<"$(ss -Hltn "sport = :$p")" && break; sleep 0.05; done
   timeout 60 ucx_perftest "$RXE_IP" -p "$p" "$@" >"$WORK/$name.client" 2>&1
   wait "$spid"
   awk '$1 == "Final:"' "$WORK/$name.client"
@@ -1305,7 +1305,7 @@ perf_bw() { # perf_bw TOOL PORT SIZE -> average Gb/s
   timeout 120 "$tool" -d "$RXE_DEV" "${run[@]}" -s "$size" -F --report_gbits -p "$p" \
     >"$WORK/$tool.server" 2>&1 &
   local spid=$!
-  for _ in $(seq 100); do ss -Hltn "sport = :$p" | grep -q . && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q . <<<"$(ss -Hltn "sport = :$p")" && break; sleep 0.05; done
   timeout 120 "$tool" -d "$RXE_DEV" "${run[@]}" -s "$size" -F --report_gbits -p "$p" "$RXE_IP" \
     >"$WORK/$tool.client" 2>&1
   wait "$spid"
