@@ -1,4 +1,5 @@
-# Shell functions the benchmarks share (bench/run.sh, bench/tree.sh); sourced, not run.
+# Shell functions the benchmarks share (bench/run.sh, bench/tree.sh, bench/profile_hop.sh and
+# others); sourced, not run.
 # shellcheck shell=bash
 # shellcheck disable=SC2034 # the variables set here are the callers'
 
@@ -73,4 +74,25 @@ cpu_ticks() { # PID...: utime + stime, in clock ticks, summed
 
 busy_ticks() { # CPU time the whole machine spent busy, in clock ticks (/proc/stat)
   awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat
+}
+
+# Per-size slot geometry, as an operator would size a pipeline for its messages: a message up
+# to 256 KiB fits one slot, a larger one travels as chunks of 256 KiB slots (cut-through:
+# relays forward each chunk as it arrives); about 4 MiB in flight per link, with at least 64
+# slots and at most the protocol's 4096, and always enough slots for one whole message (a
+# message must fit every ring: docs/topology.md). Slots are credits: small messages need many
+# (with 64 slots, 64-byte messages ran 7 times slower), while large ones run better with few
+# (64 KiB chain: 64 slots 12 Gb/s, 1024 slots 9.5 Gb/s: cache).
+chunk_max=$((256 << 10))
+slot_size_for() { # SIZE: the slot size for messages of SIZE bytes
+  local s=$(($1 > 256 ? $1 : 256))
+  echo $((s > chunk_max ? chunk_max : s))
+}
+slots_for() { # SIZE: the number of slots
+  local size n whole
+  size=$(slot_size_for "$1")
+  n=$(((4 << 20) / size))
+  n=$((n < 64 ? 64 : (n > 4096 ? 4096 : n)))
+  whole=$((($1 + size - 1) / size))
+  echo $((n < whole ? whole : n))
 }

@@ -44,7 +44,6 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 bench_start
-chunk_max=$((256 << 10)) # as bench/run.sh: messages above it go as chunks
 
 # metric PORT NAME: the sum of a counter over its labels.
 metric() {
@@ -55,15 +54,12 @@ rows=()
 for size in "${sizes[@]}"; do
   topo=$out/chain-$size.toml
   read -r -a ports <<<"$(free_ports 4)"
-  slot=$((size > chunk_max ? chunk_max : size))
-  slots=$(((4 << 20) / slot))
-  ((slots < 64)) && slots=64
   cat >"$topo" <<T
 [pipeline]
 name = "profile"
 transport = "tcp"
-slot_size = $slot
-slots = $slots
+slot_size = $(slot_size_for "$size")
+slots = $(slots_for "$size")
 
 [nodes.a]
 listen = "127.0.0.1:${ports[0]}"

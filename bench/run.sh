@@ -136,27 +136,6 @@ progress() { # WHAT...: starts a progress line on stderr; `done_line` ends it
 }
 done_line() { printf ' %s\n' "$*" >&2; }
 
-# Per-size slot geometry, as an operator would size a pipeline for its messages: a message up
-# to 256 KiB fits one slot, a larger one travels as chunks of 256 KiB slots (cut-through:
-# relays forward each chunk as it arrives); about 4 MiB in flight per link, with at least 64
-# slots and at most the protocol's 4096, and always enough slots for one whole message (a
-# message must fit every ring: docs/topology.md). Slots are credits: small messages need many
-# (with 64 slots, 64-byte messages ran 7 times slower), while large ones run better with few
-# (64 KiB chain: 64 slots 12 Gb/s, 1024 slots 9.5 Gb/s: cache).
-chunk_max=$((256 << 10))
-slot_size_for() {
-  local s=$(($1 > 256 ? $1 : 256))
-  echo $((s > chunk_max ? chunk_max : s))
-}
-slots_for() {
-  local size n whole
-  size=$(slot_size_for "$1")
-  n=$(((4 << 20) / size))
-  n=$((n < 64 ? 64 : (n > 4096 ? 4096 : n)))
-  whole=$((($1 + size - 1) / size))
-  echo $((n < whole ? whole : n))
-}
-
 # Origins: throughput runs count up from 1; latency runs from lat_origin_base, and only those
 # are recorded by the bench-latency stage. Every run has its own origin, so a node never
 # takes a run's messages for replays of an earlier one (per-origin deduplication).
