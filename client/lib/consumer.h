@@ -44,7 +44,7 @@ class Consumer final : public daemon::Receiver {
   void on_delivered(uint32_t origin, uint64_t seq, std::span<const std::byte> data,
                     transport::Slot& held, bool reassembled) override;
   void on_end(uint32_t origin, uint64_t seq, transport::Slot& held) override;
-  bool keeping_up() const override { return ready_.empty(); }
+  size_t backlog() const override { return ready_.size(); }
 
  private:
   // A delivered message until the application releases it. Items are reused, and so is a

@@ -138,7 +138,7 @@ class Counting final : public daemon::Receiver {
     held_.push_back(&held);
   }
   void on_end(uint32_t, uint64_t, transport::Slot& held) override { held_.push_back(&held); }
-  bool keeping_up() const override { return true; }
+  size_t backlog() const override { return 0; }
   void release_all(daemon::Node& node) {
     for (transport::Slot* s : held_) node.release_delivered(*s);
     held_.clear();

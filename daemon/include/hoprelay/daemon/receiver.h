@@ -29,10 +29,11 @@ class Receiver {
   // held in `held`, unacknowledged, until released like a message (so an application that
   // records where streams ended can make that durable first).
   virtual void on_end(uint32_t origin, uint64_t seq, transport::Slot& held) = 0;
-  // True when the application has taken everything it was handed (nothing waits for it): at a
-  // relay, a branch of the node that waits for nothing, so that a downstream peer out of
-  // credit is the one behind (spool_dir, Downstreams::tick).
-  virtual bool keeping_up() const = 0;
+  // How many messages the application was handed and has not taken yet. At a relay the
+  // application is one of the node's branches: a downstream peer out of credit that holds
+  // many more of the node's messages than this is the one behind (spool_dir,
+  // Downstreams::watch_spools).
+  virtual size_t backlog() const = 0;
 
  protected:
   ~Receiver() = default;
