@@ -36,6 +36,9 @@
 # group per run: kernel work on their behalf, as veth and bridge forwarding, included), and
 # what each host's NIC carried (the busiest host's rate over the run must stay within R: the
 # shaping held).
+# Every host's copy is written to memory, under COPIES (default /dev/shm), as if each host
+# had a disk of its own: on this machine's one disk, 31 hosts' writes made its writeback pace
+# every system from about halfway. A spool (SLOW) stays on the disk, under OUT.
 # Writes BUILD_DIR/bench/fleet/results.json (or OUT/), fleet.svg and the table
 # (bench/fleet_report.py).
 # LOSE=relay: host 1, a relay in every shape `plan` writes, is lost a third of S/R into each
@@ -51,6 +54,8 @@
 #   hosts has the file; the slow host's own time is recorded beside it, and its copy checked
 #   too. Results are labelled SYSTEM+slow; the default SYSTEMS are chain tree:2 uftp torrent.
 #   SPOOL=off: hoprelay without spool_dir, to see what the spool saves.
+#   SPOOL_AFTER=DURATION: the topology's spool_after (default 1s, at least 200ms): how long the
+#   slow host paces everyone before its upstream spools.
 # --smoke: 4 hosts, 4 MiB, every system once, and only a check that every number is there.
 # Needs root (network namespaces; exit 77 without) and the packages of scripts/install-deps.sh.
 set -euo pipefail
@@ -103,6 +108,12 @@ rack_size=8
 work=$out/run
 rm -rf "$work"
 mkdir -p "$work"
+# Every host's copy goes to memory: a real host writes to a disk of its own at its NIC's rate,
+# here 31 hosts writing to this machine's one disk at once made its writeback, which starts
+# at the dirty page limit, pace every system from about halfway (docs/performance-log.md).
+# A spool stays on the disk, under $work, where its syncs cost what they cost.
+# COPIES: the directory they go under (a directory of this run's is made in it, and removed).
+copies=${COPIES:-/dev/shm}/hoprelay-fleet-$$
 chmod 755 "$work" # opentracker reads its whitelist as user nobody
 results=$out/results.tsv # read by bench/fleet_report.py
 : >"$results"
@@ -123,11 +134,19 @@ cleanup() {
   "$fleet_sh" down "$fleet" >/dev/null 2>&1 || true
   [[ -n ${cg:-} && -d $cg ]] && rmdir "$cg" 2>/dev/null
   # An interrupted run leaves no copies behind either.
-  rm -rf "$work"/*-*/h*.out "$work"/*-*/h*/ "$work/in.bin"
+  rm -rf "$copies" "$work/in.bin"
   return 0
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT # so that EXIT's clean-up runs when the run is stopped
+most=0
+for h in "${sizes[@]}"; do ((h <= most)) || most=$h; done
+need=$((bytes * (most + 1) * 11 / 10 / 1024)) # KiB: a copy a host, and 10 %
+mkdir "$copies" || die "cannot create $copies (COPIES: a directory to make it in)"
+room=$(df --output=avail -k "$copies" | tail -n 1)
+((room >= need)) || die "$copies has $((room >> 10)) MiB free, the copies of" \
+  "$most hosts need $((need >> 10)) MiB: set COPIES to a directory with room (on a disk" \
+  "that every host shares, its writeback paces the run)"
 
 # CPU time of each system: every process it starts joins a cpuacct cgroup of its own (this
 # script stays out of it, so its polling is not counted).
@@ -260,9 +279,11 @@ run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
   fi
   ((slow < 0)) || [[ ${SPOOL:-on} == off ]] ||
     sed -i "s|^\\[pipeline\\]\$|&\\nspool_dir = \"$dir/spool\"|" "$topo"
-  done_file=$dir/h@.out done_size=$bytes
+  [[ -z ${SPOOL_AFTER:-} ]] ||
+    sed -i "s|^\\[pipeline\\]\$|&\\nspool_after = \"$SPOOL_AFTER\"|" "$topo"
+  done_file=$cdir/h@.out done_size=$bytes
   for ((i = 1; i < n; i++)); do
-    on "$i" "$hoprelay" recv --topology "$topo" --node "h$i" --output "$dir/h$i.out" \
+    on "$i" "$hoprelay" recv --topology "$topo" --node "h$i" --output "$cdir/h$i.out" \
       --timeout "$deadline" >"$dir/h$i.log" 2>&1 &
     recv+=("$!")
   done
@@ -295,10 +316,11 @@ run_uftp() {
   done
   # -T: a file is received under hI.tmp and moved into hI once whole (seen as that host's finish).
   for ((i = 1; i < n; i++)); do
-    mkdir -p "$dir/h$i" "$dir/h$i.tmp"
-    on "$i" uftpd -d -I eth0 -M 230.4.4.1 -D "$dir/h$i" -T "$dir/h$i.tmp" >"$dir/uftpd$i.log" 2>&1 &
+    mkdir -p "$cdir/h$i" "$cdir/h$i.tmp"
+    on "$i" uftpd -d -I eth0 -M 230.4.4.1 -D "$cdir/h$i" -T "$cdir/h$i.tmp" \
+      >"$dir/uftpd$i.log" 2>&1 &
   done
-  done_file=$dir/h@/in.bin done_size=$bytes
+  done_file=$cdir/h@/in.bin done_size=$bytes
   for ((i = 1; i < n; i++)); do
     wait_for 10 listens "$i" ':1044 ' udp || { why="uftpd on host $i did not start"; return 1; }
   done
@@ -315,7 +337,7 @@ run_uftp() {
   timed "$t0" || return 1
   cpu_ns=$(($(cpu_usage) - cpu0))
   wait "$send" || ((lost >= 0)) || { why="uftp: $(tail -n 2 "$dir/uftp.log")"; return 1; }
-  for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
+  for ((i = 1; i < n; i++)); do mv "$cdir/h$i/in.bin" "$cdir/h$i.out" 2>/dev/null || true; done
 }
 
 # ---- BitTorrent -----------------------------------------------------------------------------
@@ -364,7 +386,7 @@ run_torrent() {
   local common=(--enable-dht=false --enable-dht6=false --bt-enable-lpd=false
     --enable-peer-exchange=false --seed-ratio=0.0 --seed-time=600 --file-allocation=none
     --summary-interval=0 --console-log-level=warn)
-  # aria2c's hook gets GID FILE_COUNT PATH; PATH is $dir/hI/in.bin, the mark $dir/hI.done.
+  # aria2c's hook gets GID FILE_COUNT PATH; PATH is $cdir/hI/in.bin, the mark $cdir/hI.done.
   # shellcheck disable=SC2016 # the hook's own shell expands it
   printf '#!/bin/sh\nd=$(dirname "$3")\ntouch "$d/../$(basename "$d").done"\n' >"$dir/done.sh"
   chmod +x "$dir/done.sh"
@@ -374,17 +396,17 @@ run_torrent() {
   wait_for 30 listens 0 ':68[89][0-9] |:69[0-9][0-9] ' ||
     { why="the seeder did not start"; return 1; }
   local cpu0 t0
-  done_file=$dir/h@.done done_size=0
+  done_file=$cdir/h@.done done_size=0
   cpu0=$(cpu_usage)
   t0=$EPOCHREALTIME
   lose_later
   for ((i = 1; i < n; i++)); do
-    on "$i" aria2c "${common[@]}" --on-bt-download-complete="$dir/done.sh" -d "$dir/h$i" \
+    on "$i" aria2c "${common[@]}" --on-bt-download-complete="$dir/done.sh" -d "$cdir/h$i" \
       "$dir/in.torrent" >"$dir/aria2c$i.log" 2>&1 &
   done
   timed "$t0" || return 1
   cpu_ns=$(($(cpu_usage) - cpu0))
-  for ((i = 1; i < n; i++)); do mv "$dir/h$i/in.bin" "$dir/h$i.out" 2>/dev/null || true; done
+  for ((i = 1; i < n; i++)); do mv "$cdir/h$i/in.bin" "$cdir/h$i.out" 2>/dev/null || true; done
 }
 
 # ---- MPI_Bcast ------------------------------------------------------------------------------
@@ -408,7 +430,7 @@ run_mpi() { # [ALGORITHM]: default, or pipeline
     --host "$hostlist" --mca rtc_hwloc_vmhole none --mca mpi_yield_when_idle 1 \
     --mca plm_rsh_agent "$agent" \
     --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
-    "${tuned[@]}" "$mpi_prog" "$work/in.bin" "$dir" >"$dir/mpirun.log" 2>&1 ||
+    "${tuned[@]}" "$mpi_prog" "$work/in.bin" "$cdir" >"$dir/mpirun.log" 2>&1 ||
     { why="mpirun: $(tail -n 2 "$dir/mpirun.log" | tr '\n' ' ')"; return 1; }
   elapsed=$(awk '$1 == "mpi_file_bcast" {print $3}' "$dir/mpirun.log")
   [[ -n $elapsed ]] || { why="no time in $dir/mpirun.log"; return 1; }
@@ -422,7 +444,7 @@ run_naive() {
   local i
   for ((i = 1; i < n; i++)); do
     # shellcheck disable=SC2016 # that shell expands $0, the output file
-    on "$i" sh -c 'exec nc -l -p 9100 >"$0"' "$dir/h$i.out" 2>"$dir/nc$i.log" &
+    on "$i" sh -c 'exec nc -l -p 9100 >"$0"' "$cdir/h$i.out" 2>"$dir/nc$i.log" &
     nc+=("$!")
   done
   for ((i = 1; i < n; i++)); do
@@ -443,8 +465,8 @@ run_naive() {
 # ---- the run --------------------------------------------------------------------------------
 measure() { # SYSTEM
   sys=$1
-  dir=$work/$n-${sys/:/}
-  mkdir -p "$dir"
+  dir=$work/$n-${sys/:/} cdir=$copies/$n-${sys/:/}
+  mkdir -p "$dir" "$cdir"
   elapsed='' slow_elapsed=- cpu_ns=0 why=''
   rm -f "$dir"/h*.t
   if [[ -z $cpu_note ]]; then
@@ -470,7 +492,7 @@ measure() { # SYSTEM
   if ((ok)); then
     for ((i = 1; i < n; i++)); do
       live "$i" || continue
-      if [[ $(sha256sum <"$dir/h$i.out" 2>/dev/null | cut -d' ' -f1) != "$want" ]]; then
+      if [[ $(sha256sum <"$cdir/h$i.out" 2>/dev/null | cut -d' ' -f1) != "$want" ]]; then
         ok=0
         why="host $i's copy differs or is missing"
         break
@@ -479,7 +501,7 @@ measure() { # SYSTEM
   fi
   # The copies go once checked: 31 hosts x 128 MiB for each of 9 systems and 4 fleets would
   # be 60 GiB.
-  rm -rf "$dir"/h*.out "$dir"/h*/ "$dir/seed"
+  rm -rf "$cdir" "$dir/seed"
   # What each NIC carried during the run: host 0's bytes and the busiest host's rate.
   local sent0 top
   sent0=$(awk 'NR == FNR {b[$1] = $2; next} $1 == 0 {printf "%.0f", $2 - b[$1]}' \

@@ -1049,8 +1049,8 @@ TEST(ConfigTest, SpoolKeysThatDoNotValidate) {
   expect_error(pipeline_with("spool_max = \"512KiB\"\n"), 3, 13,
                "pipeline.spool_max is too small: a spool must be allowed at least 1MiB");
   expect_error(node_a("spool_max = -1\n"), 5, 13, "is too small");
-  expect_error(node_a("spool_after = \"500ms\"\n"), 5, 15,
-               "nodes.a.spool_after \"500ms\" is out of range: must be between 1s and 24h");
+  expect_error(node_a("spool_after = \"100ms\"\n"), 5, 15,
+               "nodes.a.spool_after \"100ms\" is out of range: must be between 200ms and 24h");
   expect_error(node_a("spool_after = 1\n"), 5, 15,
                "nodes.a.spool_after must be a duration such as \"30s\", got integer");
   expect_error(node_a("spool_dri = \"x\"\n"), 5, 1,

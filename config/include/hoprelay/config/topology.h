@@ -79,10 +79,12 @@ inline constexpr int64_t kMaxThreads = 64;
 inline constexpr std::chrono::milliseconds kMinPeerDownTimeout{100};
 inline constexpr std::chrono::milliseconds kMaxPeerDownTimeout = std::chrono::hours(24);
 // A spool smaller than this holds too few slots to be worth a disk. spool_after is looked at
-// ten times a second (Downstreams::watch_spools); under a second, a branch's hiccup (a peer's
-// garbage collection, a retransmission) would already send it to disk.
+// ten times a second (Downstreams::watch_spools): at least two looks. Its default is a second,
+// past a branch's usual hiccups (a peer's garbage collection, a retransmission); an operator
+// may go lower where the slow branch's pace costs more than an early spool (the whole tree
+// runs at it until then).
 inline constexpr uint64_t kMinSpoolMax = uint64_t{1} << 20;
-inline constexpr std::chrono::milliseconds kMinSpoolAfter = std::chrono::seconds(1);
+inline constexpr std::chrono::milliseconds kMinSpoolAfter = std::chrono::milliseconds(200);
 inline constexpr std::chrono::milliseconds kMaxSpoolAfter = std::chrono::hours(24);
 // rate_limit: below 1 Mbit/s a 64 KiB slot takes half a second, which no one distributing data
 // means; above 1 Tbit/s is more than any NIC sends.
