@@ -108,11 +108,8 @@ rack_size=8
 work=$out/run
 rm -rf "$work"
 mkdir -p "$work"
-# Every host's copy goes to memory: a real host writes to a disk of its own at its NIC's rate,
-# here 31 hosts writing to this machine's one disk at once made its writeback, which starts
-# at the dirty page limit, pace every system from about halfway (docs/performance-log.md).
-# A spool stays on the disk, under $work, where its syncs cost what they cost.
-# COPIES: the directory they go under (a directory of this run's is made in it, and removed).
+# Every host's copy goes to memory (the header says why); COPIES: the directory they go under
+# (a directory of this run's is made in it, and removed).
 copies=${COPIES:-/dev/shm}/hoprelay-fleet-$$
 chmod 755 "$work" # opentracker reads its whitelist as user nobody
 results=$out/results.tsv # read by bench/fleet_report.py
@@ -274,13 +271,15 @@ run_hoprelay() { # SHAPE: sets elapsed and cpu_ns, or why
   local shape=$1 topo=$work/$sys.toml i recv=()
   "$hoprelay" plan --hosts "$work/hosts.txt" --shape "$shape" --name fleet >"$topo" \
     2>"$work/$sys.plan.log" || { why="hoprelay plan: $(cat "$work/$sys.plan.log")"; return 1; }
-  if ((lost >= 0)); then
-    sed -i 's/^\[pipeline\]$/&\non_peer_down = "bypass"\npeer_down_timeout = "500ms"/' "$topo"
+  # What the run adds to the plan's [pipeline] table, read in by sed (a path is not a pattern).
+  local keys=()
+  ((lost < 0)) || keys+=('on_peer_down = "bypass"' 'peer_down_timeout = "500ms"')
+  ((slow < 0)) || [[ ${SPOOL:-on} == off ]] || keys+=("spool_dir = \"$dir/spool\"")
+  [[ -z ${SPOOL_AFTER:-} ]] || keys+=("spool_after = \"$SPOOL_AFTER\"")
+  if ((${#keys[@]})); then
+    printf '%s\n' "${keys[@]}" >"$topo.keys"
+    sed -i "/^\\[pipeline\\]\$/r $topo.keys" "$topo"
   fi
-  ((slow < 0)) || [[ ${SPOOL:-on} == off ]] ||
-    sed -i "s|^\\[pipeline\\]\$|&\\nspool_dir = \"$dir/spool\"|" "$topo"
-  [[ -z ${SPOOL_AFTER:-} ]] ||
-    sed -i "s|^\\[pipeline\\]\$|&\\nspool_after = \"$SPOOL_AFTER\"|" "$topo"
   done_file=$cdir/h@.out done_size=$bytes
   for ((i = 1; i < n; i++)); do
     on "$i" "$hoprelay" recv --topology "$topo" --node "h$i" --output "$cdir/h$i.out" \
