@@ -174,6 +174,9 @@ Downstream& Downstreams::add(const std::string& name) {
     d->spool_in_flight_cap = std::min(4 * (height + 1), std::max(1u, spec_->slots / 2));
     try {
       d->spool = std::make_unique<BranchSpool>(*spec_, name, window, metrics_);
+      if (!syncer_) {
+        syncer_ = std::make_unique<SpoolSyncer>(loop_, [this](int error) { synced(error); });
+      }
     } catch (const std::exception& e) {
       if (!connected_) throw;  // at start: the node does not start (setup's convention)
       // A peer a reload added: the reload is past the point where it could be refused.
@@ -331,6 +334,7 @@ void Downstreams::drop_waiting(Downstream& d) {
     if (!d.spool->caught_up()) {
       // Those not yet durable still hold their slots: dropped below, as the rest of `waiting`.
       const uint64_t n = d.spool->discard() - d.unsynced.size();
+      d.syncing = 0;  // a sync in flight has nothing left to let go here
       while (!d.unsynced.empty()) {
         d.waiting.push_front(d.unsynced.front());
         d.unsynced.pop_front();

@@ -148,35 +148,75 @@ void Downstreams::schedule_sync() {
 
 void Downstreams::sync_spools() {
   sync_scheduled_ = false;
+  if (syncer_ && syncer_->busy()) return;  // synced() schedules the next batch
   for (auto& dp : peers_) {
     Downstream& d = *dp;
-    if (!d.spool || d.unsynced.empty()) continue;
-    if (d.spool->sync() != Spool::Status::kOk) {
-      // The slots stay held (nothing acknowledged upstream that is not durable); the next
-      // tick tries again.
-      if (!d.spool_failing) {
-        d.spool_failing = true;
-        node_log().error(
-            "cannot make the spool of downstream {} durable ({}: {}): its "
-            "messages stay held, tried again every second",
-            d.name, d.spool->dir(), std::strerror(d.spool->spool().error()));
+    if (!d.spool || d.unsynced.size() == d.syncing) continue;
+    if (syncer_) {
+      if (d.spool->spool().take_unsynced(syncer_->files(), syncer_->dirs()) != Spool::Status::kOk) {
+        sync_error(d);
+        continue;
       }
+      d.syncing = d.unsynced.size();
+      continue;
+    }
+    if (d.spool->sync() != Spool::Status::kOk) {
+      sync_error(d);
       continue;
     }
     d.spool_failing = false;
-    // Only those spooled so far: a release below may route more here (synced next time).
-    uint64_t spooled = 0;
-    for (size_t n = d.unsynced.size(); n > 0; --n) {
-      transport::Slot* s = d.unsynced.front();
-      d.unsynced.pop_front();
-      if (!(s->flags & transport::kFlagEnd)) {
-        ++spooled;
-        held_.record_spooled(*s, d.name);  // the producer learns where it waits
-      }
-      branch_done(*s);
-    }
-    d.spool->count_spooled(spooled);
+    release_synced(d, d.unsynced.size());
   }
+  if (syncer_) syncer_->start();
+}
+
+void Downstreams::synced(int error) {
+  bool more = false;
+  for (auto& dp : peers_) {
+    Downstream& d = *dp;
+    if (d.syncing == 0) {
+      more = more || (d.spool && !d.unsynced.empty());
+      continue;
+    }
+    if (error != 0) {
+      // The slots stay held (nothing acknowledged upstream that is not durable); the next
+      // tick tries again.
+      d.spool->spool().sync_failed(error);
+      d.syncing = 0;
+      sync_error(d);
+      continue;
+    }
+    d.spool_failing = false;
+    release_synced(d, d.syncing);
+    d.syncing = 0;
+    more = more || !d.unsynced.empty();
+  }
+  // What was spooled while the batch synced: the next batch, at once. After a failure the
+  // tick tries again, once a second.
+  if (error == 0 && more) schedule_sync();
+}
+
+void Downstreams::sync_error(Downstream& d) {
+  if (d.spool_failing) return;
+  d.spool_failing = true;
+  node_log().error(
+      "cannot make the spool of downstream {} durable ({}: {}): its messages stay held, "
+      "tried again every second",
+      d.name, d.spool->dir(), std::strerror(d.spool->spool().error()));
+}
+
+void Downstreams::release_synced(Downstream& d, size_t n) {
+  uint64_t spooled = 0;
+  for (; n > 0; --n) {
+    transport::Slot* s = d.unsynced.front();
+    d.unsynced.pop_front();
+    if (!(s->flags & transport::kFlagEnd)) {
+      ++spooled;
+      held_.record_spooled(*s, d.name);  // the producer learns where it waits
+    }
+    branch_done(*s);  // may route more here: synced next time
+  }
+  d.spool->count_spooled(spooled);
 }
 
 }  // namespace hoprelay::daemon

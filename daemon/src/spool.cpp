@@ -380,6 +380,40 @@ Spool::Status Spool::sync() {
   return Status::kOk;
 }
 
+Spool::Status Spool::take_unsynced(std::vector<int>& files, std::vector<int>& dirs) {
+  const size_t files_before = files.size();
+  const size_t dirs_before = dirs.size();
+  const auto undo = [&](int err) {
+    for (size_t i = files_before; i < files.size(); ++i) ::close(files[i]);
+    for (size_t i = dirs_before; i < dirs.size(); ++i) ::close(dirs[i]);
+    files.resize(files_before);
+    dirs.resize(dirs_before);
+    return fail(err);
+  };
+  auto it = segments_.rbegin();
+  for (; it != segments_.rend() && it->dirty; ++it) {
+    const int fd = ::fcntl(it->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return undo(errno);
+    files.push_back(fd);
+  }
+  if (dir_dirty_) {
+    const int fd = ::fcntl(dir_fd_, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return undo(errno);
+    dirs.push_back(fd);
+  }
+  for (auto clean = segments_.rbegin(); clean != it; ++clean) clean->dirty = false;
+  dir_dirty_ = false;
+  return Status::kOk;
+}
+
+void Spool::sync_failed(int err) {
+  // Which of them failed is not known here: every segment is synced again (a clean one's
+  // fdatasync costs next to nothing), and the directory.
+  for (Segment& s : segments_) s.dirty = true;
+  dir_dirty_ = true;
+  error_ = err;
+}
+
 Spool::Status Spool::read(SpoolRecord& out, std::span<std::byte> buffer) {
   if (read_ == end_) return Status::kEmpty;
   if (read_ - first_ >= limits_.window) return Status::kWindow;

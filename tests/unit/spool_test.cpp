@@ -264,6 +264,48 @@ TEST_F(SpoolDir, AWriteTheDiskRefusesIsReportedAndCutBackAndTheSpoolGoesOn) {
   for (uint64_t i = 0; i <= 5; ++i) expect_next(s, i);
 }
 
+TEST_F(SpoolDir, ASyncTakenForAnotherThreadCountsTheSpoolCleanAndAFailureWantsItAgain) {
+  Spool::Limits l;
+  l.segment_bytes = 2048;  // a few records per segment: several dirty ones at once
+  Spool s(dir_.string(), l);
+  for (uint64_t i = 0; i < 12; ++i) ASSERT_EQ(append(s, i), Status::kOk);
+  ASSERT_GE(segment_files(), 2u);
+  EXPECT_FALSE(s.synced());
+  std::vector<int> files;
+  std::vector<int> dirs;
+  ASSERT_EQ(s.take_unsynced(files, dirs), Status::kOk);
+  EXPECT_EQ(files.size(), segment_files());  // every segment written since the open
+  EXPECT_EQ(dirs.size(), 1u);                // they were made: the directory too
+  EXPECT_TRUE(s.synced());
+  // The copies are the caller's: consuming a whole segment closes and deletes the spool's
+  // own descriptor, and the copy still syncs the file.
+  for (uint64_t i = 0; i < 12; ++i) expect_next(s, i);
+  ASSERT_EQ(s.consume(12), Status::kOk);
+  for (int fd : files) {
+    EXPECT_EQ(::fdatasync(fd), 0);
+    ::close(fd);
+  }
+  for (int fd : dirs) ::close(fd);
+  files.clear();
+  dirs.clear();
+  // Nothing written since: nothing to take.
+  ASSERT_EQ(append(s, 12), Status::kOk);
+  ASSERT_EQ(s.take_unsynced(files, dirs), Status::kOk);
+  const size_t after_one = files.size();
+  EXPECT_GE(after_one, 1u);
+  ASSERT_EQ(s.take_unsynced(files, dirs), Status::kOk);
+  EXPECT_EQ(files.size(), after_one);
+  // The sync of what was taken failed: everything is wanted again, and the error is kept.
+  s.sync_failed(EIO);
+  EXPECT_FALSE(s.synced());
+  EXPECT_EQ(s.error(), EIO);
+  ASSERT_EQ(s.take_unsynced(files, dirs), Status::kOk);
+  EXPECT_GT(files.size(), after_one);
+  for (int fd : files) ::close(fd);
+  for (int fd : dirs) ::close(fd);
+  EXPECT_TRUE(s.synced());
+}
+
 TEST_F(SpoolDir, AnUnwritableDirectoryIsAnErrorThatNamesIt) {
   fs::create_directories(dir_);
   std::ofstream(dir_ / "file") << "x";

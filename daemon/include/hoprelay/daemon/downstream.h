@@ -68,6 +68,9 @@ struct Downstream {
   // drained (4 MiB at a quarter of 50 Mbit/s: 2.7 s with the whole chain above it paced).
   uint32_t spool_in_flight_cap = 0;
   RingQueue<transport::Slot*> unsynced;
+  // How many of `unsynced`, from its front, the spool sync in flight covers (spool_syncer.h):
+  // those go once it succeeds; the rest wait for the next.
+  size_t syncing = 0;
   RingQueue<transport::Slot*> before_spool;
   uint64_t spool_started_at = 0;  // the spool's end() when it started: caught up once past it
   bool spool_open = false;

@@ -11,7 +11,8 @@
 // BranchSpool (branch_spool.h): when a branch has been behind for spool_after (its link down,
 // or out of credit while another branch has none and nothing waiting: checked once a
 // second), what is routed to it goes to disk, and its slot goes back upstream once the spool
-// has it durably (one fdatasync per spool per loop iteration, not per message). Under
+// has it durably (a batch of fdatasyncs on the SpoolSyncer's thread, spool_syncer.h, for
+// everything spooled since the last, not one per message, and never on the loop). Under
 // on_peer_down = "bypass", a relay down for peer_down_timeout gets a stand-in (stand_in.h) that
 // takes its branch until it is back. With rate_limit or rate_limit_to, each limited peer has a
 // RateGate (rate_limits.h) that the pump asks before each frame.
@@ -40,6 +41,7 @@
 #include "hoprelay/daemon/rate_limits.h"
 #include "hoprelay/daemon/receiver.h"
 #include "hoprelay/daemon/ring_queue.h"
+#include "hoprelay/daemon/spool_syncer.h"
 #include "hoprelay/transport/transport.h"
 
 namespace hoprelay::daemon {
@@ -165,12 +167,20 @@ class Downstreams {
   void start_spooling(Downstream& d, bool down);
   // The spool of `d` took no more (full, or the disk failed): said once per episode.
   void spool_refused(Downstream& d, Spool::Status st);
-  // Makes what was spooled in this loop iteration durable, then lets its slots go (deferred
-  // to the end of the iteration: one fdatasync for all of it).
+  // Makes what was spooled durable, then lets its slots go: deferred to the end of the loop
+  // iteration, and handed to syncer_ as one batch for every spool (while a batch is in flight,
+  // the next waits for it: group commit). Without syncer_ (it could not be made), on the loop.
   void schedule_sync();
   void sync_spools();
+  // The batch in flight is on disk (error 0) or failed: its slots go, or stay held until the
+  // next tick tries again.
+  void synced(int error);
+  // The oldest `n` of d's unsynced are durable: their branch is done with them.
+  void release_synced(Downstream& d, size_t n);
+  void sync_error(Downstream& d);  // said once per episode
   bool sync_scheduled_ = false;
-  bool connected_ = false;  // connect_all() ran: a peer added now comes from a reload
+  std::unique_ptr<SpoolSyncer> syncer_;  // the first spool makes it
+  bool connected_ = false;               // connect_all() ran: a peer added now comes from a reload
   // With a chunked message (origin, seq) open, brings its next frame in d's queue to the
   // front; false when that frame has not arrived yet.
   bool bring_forward(Downstream& d, uint32_t origin, uint64_t seq);

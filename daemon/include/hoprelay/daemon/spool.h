@@ -67,6 +67,14 @@ class Spool {
   // Makes every append so far durable.
   Status sync();
   bool synced() const { return !dir_dirty_ && (segments_.empty() || !segments_.back().dirty); }
+  // The same sync, done by another thread (spool_syncer.h), so that the node's loop does not
+  // wait for the disk: appends to `files` a dup() of each segment written since the last sync
+  // (each wants an fdatasync), and to `dirs` one of the directory when a segment was made or
+  // deleted (an fsync), and counts them clean. The caller owns the descriptors (a segment
+  // consumed meanwhile is closed here; the copy keeps the file to sync). Should that sync fail,
+  // sync_failed() makes them wanted again. kIoError (dup failed): nothing appended or changed.
+  Status take_unsynced(std::vector<int>& files, std::vector<int>& dirs);
+  void sync_failed(int err);
 
   // The next record not yet read, in order: its fields, and its payload copied into `buffer`
   // (at least the record's length: kIoError with EMSGSIZE otherwise). `out.payload` points
