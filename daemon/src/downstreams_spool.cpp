@@ -33,7 +33,13 @@ void Downstreams::start_spooling(Downstream& d, bool down) {
   d.spool_open = d.open;
   d.spool_open_origin = d.open_origin;
   d.spool_open_seq = d.open_seq;
-  node_log().warn(
+  // A peer that left with nothing waiting for it (a consumer that exits after the stream's
+  // end does) is said at info: nothing of it is on disk yet, and should it stay away while
+  // messages come, the peer-down warning says so (peer_down.h).
+  const auto level = down && d.waiting.empty() && d.before_spool.empty() ? spdlog::level::info
+                                                                         : spdlog::level::warn;
+  node_log().log(
+      level,
       "downstream {} {} for {}: what is routed to it goes to its spool {} (at most {}) until it "
       "has caught up; the other branches go on at their own speed",
       d.name, down ? "is down" : "is out of credit while other branches wait for nothing",
