@@ -204,7 +204,8 @@ T
   local rpid=$!
   wait_metrics 7404 || { fail "stream: the consumer did not start: $(tail -3 "$WORK/stream-recv.out")"; stop_all; return; }
   head -c "${mb}M" /dev/urandom >"$d/stream.in"
-  local t0=$(date +%s.%N)
+  local t0 t1
+  t0=$(date +%s.%N)
   if ! timeout 300 sh -c "cat '$d/stream.in' | '$HOPRELAY' send --topology '$t' --to a --stdin \
       --connect-timeout 20" >"$WORK/stream-send.out" 2>&1; then
     fail "stream: hoprelay send failed: $(tail -3 "$WORK/stream-send.out")"
@@ -212,7 +213,7 @@ T
   if ! wait "$rpid"; then
     fail "stream: hoprelay recv failed: $(tail -3 "$WORK/stream-recv.out")"
   fi
-  local t1=$(date +%s.%N)
+  t1=$(date +%s.%N)
   cat "$WORK/stream-send.out" "$WORK/stream-recv.out"
   local in out
   in=$(sha256sum <"$d/stream.in" | cut -c1-64)
@@ -1186,10 +1187,10 @@ p50_us() { # p50_us FILE -> p50 in microseconds of a latency_hist.h file ("count
 }
 perf_lat() { # perf_lat TOOL PORT [OPTION] -> t_typical (median) in us at 64 B
   local tool=$1 p=$2 opt=${3:-}
-  timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" $opt >"$WORK/$tool.server" 2>&1 &
+  timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" ${opt:+"$opt"} >"$WORK/$tool.server" 2>&1 &
   local spid=$!
   for _ in $(seq 100); do grep -q . <<<"$(ss -Hltn "sport = :$p")" && break; sleep 0.05; done
-  timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" $opt "$RXE_IP" \
+  timeout 60 "$tool" -d "$RXE_DEV" -s 64 -n 2000 -F -p "$p" ${opt:+"$opt"} "$RXE_IP" \
     >"$WORK/$tool.client" 2>&1
   wait "$spid"
   awk '$1 == 64 && NF >= 5 { v = $5 } END { print v }' "$WORK/$tool.client"
@@ -1382,7 +1383,7 @@ T
   local gone="RDMA device $RXE_DEV is gone"
   # The library's status text (hoprelay_last_error), beside the log line.
   if [[ $srs == 69 ]] && grep -q "$gone.*Close this producer" "$WORK/removal-send.out"; then
-    pass "device_removal: hoprelay send failed (exit 69) saying: $(grep -m1 -o "$gone[^.]*" "$WORK/removal-send.out")"
+    pass "device_removal: hoprelay send failed (exit 69) saying: $(grep -m1 -o "${gone}[^.]*" "$WORK/removal-send.out")"
   else
     fail "device_removal: hoprelay send exited $srs: $(tail -3 "$WORK/removal-send.out")"
   fi
