@@ -40,10 +40,11 @@ void Downstreams::start_bypass(Downstream& d) {
   std::string below;
   for (const auto& n : peer->downstream) below += (below.empty() ? "" : ", ") + n;
   node_log().warn(
-      "downstream {} down for {}: standing in for it (on_peer_down = bypass): its stage {} "
-      "runs here and its branch goes to {} directly; the {} message{} waiting for it go there, "
-      "and what it had passed on already is dropped there as repeats",
-      d.name, down_for, s->stage(), below, d.waiting.size(), d.waiting.size() == 1 ? "" : "s");
+      "downstream {} down for {}: standing in for it (on_peer_down = bypass): {}, and its "
+      "branch goes to {} directly; the {} message{} waiting for it go there, and what it had "
+      "passed on already is dropped there as repeats",
+      d.name, down_for, s->stage_text(), below, d.waiting.size(), d.waiting.size() == 1 ? "" : "s");
+
   d.parked = std::move(d.link);
   d.link = s->take_link();
   d.link->set_context(&d);  // of()

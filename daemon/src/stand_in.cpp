@@ -36,7 +36,14 @@ StandIn::StandIn(const config::Topology& topology, const config::NodeSpec& host,
     : owner_(owner), peer_(peer), topology_(as_run_here(topology, host, peer)) {
   const config::NodeSpec& spec = *topology_->find(peer);
   stage_name_ = spec.stage.plugin;
-  stages::Stage stage(stages::resolve(spec.stage.plugin), spec.name, spec.stage.params);
+  std::shared_ptr<const stages::StageType> type = stages::resolve(spec.stage.plugin);
+  effect_ = type->effect();
+  // A local effect is the peer's host's (its copy, its report): here it would land in this
+  // host's files. The branch depends only on the message, which such a stage forwards as it
+  // arrived, so the stand-in passes it on unchanged.
+  stages::Stage stage = effect_ == stages::StageType::Effect::kLocal
+                            ? stages::Stage(stages::resolve("passthrough"), spec.name, {})
+                            : stages::Stage(std::move(type), spec.name, spec.stage.params);
   node_ = std::make_unique<Node>(topology_, peer, loop, std::move(stage));
   // Its links send from this host's address, the one the peer's downstream nodes admit it
   // from, and over verbs from this node's protection domain.
@@ -79,6 +86,31 @@ void StandIn::retire(std::unique_ptr<transport::OutboundLink> link, std::functio
     }
     done();
   });
+}
+
+std::string StandIn::stage_text() const {
+  using Effect = stages::StageType::Effect;
+  switch (effect_) {
+    case Effect::kTransform:
+      return fmt::format("its stage {} runs here", stage_name_);
+    case Effect::kLocal:
+      return fmt::format(
+          "its stage {} does not run here (its effect is local to {}'s host: {} misses what "
+          "goes around it), its messages go on as they arrive",
+          stage_name_, peer_, peer_);
+    case Effect::kBoth:
+      return fmt::format(
+          "its stage {} runs here, and so does its local effect (it declares both "
+          "HOPRELAY_STAGE_TRANSFORM and HOPRELAY_STAGE_LOCAL: docs/stages.md, \"Effect\")",
+          stage_name_);
+    case Effect::kUndeclared:
+      break;
+  }
+  return fmt::format(
+      "its stage {} runs here as a transform: it declares no effect (built before stage ABI "
+      "1.4), so anything it writes on its host is written on this one too; declare "
+      "HOPRELAY_STAGE_TRANSFORM or HOPRELAY_STAGE_LOCAL (docs/stages.md, \"Effect\")",
+      stage_name_);
 }
 
 void StandIn::on_outbound_up(transport::OutboundLink& link) {

@@ -63,8 +63,8 @@ class Crc32cStage {
 
 constexpr const char* kKeys[] = {"mode", nullptr};
 // Per thread: the only state is the reason of the last refusal (last_error).
-constexpr auto kDescriptor =
-    BuiltinAdaptor<Crc32cStage>::make("crc32c", kKeys, HOPRELAY_STAGE_PER_THREAD);
+constexpr auto kDescriptor = BuiltinAdaptor<Crc32cStage>::make(
+    "crc32c", kKeys, HOPRELAY_STAGE_PER_THREAD | HOPRELAY_STAGE_TRANSFORM);
 
 }  // namespace
 

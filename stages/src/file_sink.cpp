@@ -220,7 +220,8 @@ class FileSink {
 };
 
 constexpr const char* kKeys[] = {"path", "fsync", "state_dir", nullptr};
-constexpr auto kDescriptor = BuiltinAdaptor<FileSink>::make("file-sink", kKeys);
+constexpr auto kDescriptor =
+    BuiltinAdaptor<FileSink>::make("file-sink", kKeys, HOPRELAY_STAGE_LOCAL);
 
 }  // namespace
 

@@ -15,7 +15,8 @@ constexpr const char* kKeys[] = {nullptr};
 // Chunk by chunk: it does not look at the bytes, so a relay running it is cut-through. It
 // has no state, so one instance serves every thread.
 constexpr auto kDescriptor = BuiltinAdaptor<Passthrough>::make(
-    "passthrough", kKeys, HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_THREADSAFE);
+    "passthrough", kKeys,
+    HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_TRANSFORM);
 
 }  // namespace
 

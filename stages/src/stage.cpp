@@ -59,7 +59,36 @@ uint32_t StageType::caps() const {
   // The thread bits mean something only from minor 3: an older stage that happened to set
   // them (unused bits then) still runs on the event loop alone.
   constexpr uint32_t kThreadBits = HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_PER_THREAD;
-  return descriptor_->abi_minor >= 3 ? descriptor_->caps : descriptor_->caps & ~kThreadBits;
+  // So do the effect bits before minor 4: such a stage declares no effect.
+  constexpr uint32_t kEffectBits = HOPRELAY_STAGE_TRANSFORM | HOPRELAY_STAGE_LOCAL;
+  uint32_t caps = descriptor_->caps;
+  if (descriptor_->abi_minor < 3) caps &= ~kThreadBits;
+  if (descriptor_->abi_minor < 4) caps &= ~kEffectBits;
+  return caps;
+}
+
+StageType::Effect StageType::effect() const {
+  const uint32_t c = caps();
+  const bool transform = (c & HOPRELAY_STAGE_TRANSFORM) != 0;
+  const bool local = (c & HOPRELAY_STAGE_LOCAL) != 0;
+  if (transform && local) return Effect::kBoth;
+  if (transform) return Effect::kTransform;
+  if (local) return Effect::kLocal;
+  return Effect::kUndeclared;
+}
+
+std::string_view effect_name(StageType::Effect effect) {
+  switch (effect) {
+    case StageType::Effect::kTransform:
+      return "transform";
+    case StageType::Effect::kLocal:
+      return "local";
+    case StageType::Effect::kBoth:
+      return "transform and local";
+    case StageType::Effect::kUndeclared:
+      break;
+  }
+  return "undeclared";
 }
 
 StageType::~StageType() {

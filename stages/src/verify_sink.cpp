@@ -258,7 +258,8 @@ class VerifySink {
 };
 
 constexpr const char* kKeys[] = {"report", "crc32c", nullptr};
-constexpr auto kDescriptor = BuiltinAdaptor<VerifySink>::make("verify-sink", kKeys);
+constexpr auto kDescriptor =
+    BuiltinAdaptor<VerifySink>::make("verify-sink", kKeys, HOPRELAY_STAGE_LOCAL);
 
 }  // namespace
 

@@ -167,7 +167,7 @@ class ZstdStage {
 constexpr const char* kKeys[] = {"mode", "level", nullptr};
 // One instance per worker thread: each has its own (de)compression context and scratch.
 constexpr auto kDescriptor = BuiltinAdaptor<ZstdStage>::make(
-    "zstd", kKeys, HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_PER_THREAD);
+    "zstd", kKeys, HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_PER_THREAD | HOPRELAY_STAGE_TRANSFORM);
 
 }  // namespace
 

@@ -5,8 +5,11 @@
 // run on a, which connects to c1 and c2 itself), and every leaf ends with every message exactly
 // once, in order, each with b1's trailer (their verify-sink requires it), and `hoprelay send` exits
 // 0. Then again with b1 restarted: the branch goes back to it once the stand-in has acknowledged
-// what it was sent.
+// what it was sent. And with a file-sink on every node, each host's at the same path on its own
+// disk: the node standing in for b1 does not run b1's sink, so its own copy stays its own.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include <memory>
 #include <string>
@@ -127,6 +130,93 @@ TEST(Bypass, TheBypassingNodeKilledAndRestartedStandsInAgainAndLosesNothing) {
   t.every_leaf_gets_everything(*send);
   EXPECT_EQ(occurrences(t.p.proc("a").output(), kStandingIn), 1u) << t.p.proc("a").output();
   t.expect_every_leaf();
+}
+
+// Every node keeps a copy with file-sink at one path, "<dir>/copy/records", which on each
+// node's host is its own disk: each daemon runs in a mount namespace of its own with its host's
+// directory mounted there, as one disk per host would have it. b1 is killed at a third; a
+// stands in for it. Before stages declared their effect (stage ABI 1.4, HOPRELAY_STAGE_LOCAL)
+// the stand-in ran b1's file-sink on a's host, into a's own copy: a held the stream once and
+// b1's part again.
+constexpr uint64_t kCopyMessages = 6000;
+constexpr uint32_t kCopySize = 4096;
+
+// The records of a file-sink copy ([u32 length][payload] each), or -1 if one is cut short.
+long long records_in(const fs::path& file) {
+  const std::string bytes = read_file(file);
+  long long n = 0;
+  for (size_t at = 0; at < bytes.size(); ++n) {
+    if (bytes.size() - at < 4) return -1;
+    uint32_t len = 0;
+    std::memcpy(&len, bytes.data() + at, 4);
+    if (bytes.size() - at - 4 < len) return -1;
+    at += 4 + size_t{len};
+  }
+  return n;
+}
+
+TEST(Bypass, ARelayWithAFileSinkKilledUnderBypassLeavesTheStandInsHostsCopyItsOwn) {
+  if (run({"/usr/bin/unshare", "--mount", "/bin/true"}).code != 0) {
+    GTEST_SKIP() << "no mount namespace here (unshare --mount needs root): one disk per host "
+                    "cannot be made";
+  }
+  TempDir dir;
+  const fs::path copy = dir / "copy";
+  fs::create_directories(copy);
+  const std::string file_sink =
+      "{ plugin = \"file-sink\", path = \"" + (copy / "records").string() + "\" }";
+  std::vector<NodeDef> nodes = {{"a", {"b1", "b2"}, file_sink},
+                                {"b1", {"c1", "c2"}, file_sink},
+                                {"b2", {"c3", "c4"}, file_sink},
+                                {"c1", {}, file_sink},
+                                {"c2", {}, file_sink},
+                                {"c3", {}, file_sink},
+                                {"c4", {}, file_sink}};
+  Pipeline p(dir, nodes, kBypass);
+  auto host = [&](const std::string& name) { return dir / "hosts" / name; };
+  for (const auto& n : nodes) {
+    fs::create_directories(host(n.name));
+    p.run_with(n.name, {"/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c",
+                        "mount --bind \"$0\" \"$1\" && shift && exec \"$@\"", host(n.name).string(),
+                        copy.string()});
+  }
+  p.start_up({"c1", "c2", "c3", "c4", "b1", "b2", "a"});
+  auto copy_of = [&](const std::string& name) { return host(name) / "records"; };
+  auto has = [&](const std::string& name, long long n) { return records_in(copy_of(name)) >= n; };
+
+  auto send = p.start_send("a", kCopyMessages, kCopySize, {"--rate", "2000"});
+  ASSERT_TRUE(wait_until([&] { return has("c1", kCopyMessages / 3); }, 30s))
+      << p.proc("a").output();
+  p.crash("b1");
+  ASSERT_EQ(send->wait(60s), 0) << send->output() << p.proc("a").output();
+  for (const char* leaf : {"c1", "c2", "c3", "c4"}) {
+    ASSERT_TRUE(wait_until([&] { return has(leaf, kCopyMessages); }, 10s))
+        << leaf << ": " << records_in(copy_of(leaf)) << "\n"
+        << p.proc("a").output();
+  }
+  const std::string a_log = p.proc("a").output();
+  EXPECT_EQ(occurrences(a_log, kStandingIn), 1u) << a_log;
+  EXPECT_EQ(occurrences(a_log,
+                        "its stage file-sink does not run here (its effect is local to "
+                        "b1's host"),
+            1u)
+      << a_log;
+  p.proc("a").signal(SIGTERM);
+  EXPECT_EQ(p.proc("a").wait(20s), 0) << p.proc("a").output();
+  p.stop_all();
+
+  // Every live host's copy: the whole stream once, byte-equal to the others'.
+  EXPECT_EQ(records_in(copy_of("a")), static_cast<long long>(kCopyMessages));
+  EXPECT_EQ(size_of(copy_of("a")), kCopyMessages * (4 + kCopySize));
+  for (const char* name : {"b2", "c1", "c2", "c3", "c4"}) {
+    EXPECT_TRUE(same_file(copy_of("a"), copy_of(name)))
+        << name << ": " << records_in(copy_of(name)) << " records";
+  }
+  // b1's host: what b1 wrote before it died, and nothing from the stand-in (it would hold the
+  // stream's end).
+  const long long b1 = records_in(copy_of("b1"));
+  EXPECT_GE(b1, static_cast<long long>(kCopyMessages / 3));
+  EXPECT_LT(b1, static_cast<long long>(kCopyMessages));
 }
 
 }  // namespace

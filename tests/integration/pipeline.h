@@ -107,7 +107,12 @@ class Pipeline {
   }
   // `extra`: more hoprelayd options.
   void start(const std::string& name, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv{HOPRELAYD_BIN, "--topology", topology_.string(), "--node", name};
+    std::vector<std::string> argv =
+        prefix_.count(name) ? prefix_[name] : std::vector<std::string>{};
+    for (const std::string& a : {std::string(HOPRELAYD_BIN), std::string("--topology"),
+                                 topology_.string(), std::string("--node"), name}) {
+      argv.push_back(a);
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     procs_[name] = std::make_unique<Process>(std::move(argv), dir_ / (name + ".log"));
   }
@@ -128,6 +133,12 @@ class Pipeline {
     ASSERT_TRUE(wait_until([&] { return !scrape(node(name).metrics).empty(); }, 10s))
         << name << " did not come back:\n"
         << procs_[name]->output();
+  }
+  // Node `name`'s daemon runs as `prefix` followed by its command line (each start from now
+  // on): a program that sets up the process's surroundings and then execs the rest in the same
+  // process, so that its signals still reach the daemon.
+  void run_with(const std::string& name, std::vector<std::string> prefix) {
+    prefix_[name] = std::move(prefix);
   }
   Process& proc(const std::string& name) { return *procs_.at(name); }
   // Waits until `from` reports its outbound link to `to` up (hoprelay_link_up, sampled once a
@@ -190,6 +201,7 @@ class Pipeline {
   std::string preamble_;
   fs::path topology_;
   std::map<std::string, std::unique_ptr<Process>> procs_;
+  std::map<std::string, std::vector<std::string>> prefix_;
   int restarts_ = 0;
 };
 

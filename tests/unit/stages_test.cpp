@@ -169,6 +169,19 @@ TEST(Stages, ChunkCapabilityIsReadOnlyWhenTheDescriptorHasIt) {
   EXPECT_EQ(StageType(&d, nullptr, "new.so").caps(), HOPRELAY_STAGE_CHUNKS);
 }
 
+// A descriptor of ABI minor `minor` with the required functions and nothing else.
+hoprelay_stage_descriptor minimal_descriptor(uint16_t minor, const char* name) {
+  hoprelay_stage_descriptor d{};
+  d.abi_major = HOPRELAY_STAGE_ABI_MAJOR;
+  d.abi_minor = minor;
+  d.struct_size = sizeof(d);
+  d.name = name;
+  d.create = [](const hoprelay_stage_config*, char*, size_t) -> void* { return nullptr; };
+  d.process = [](void*, hoprelay_msg*) { return HOPRELAY_FORWARD; };
+  d.destroy = [](void*) {};
+  return d;
+}
+
 TEST(Stages, ThreadCapabilitiesCountFromMinorThreeOnly) {
   EXPECT_TRUE(resolve("passthrough")->caps() & HOPRELAY_STAGE_THREADSAFE);
   EXPECT_TRUE(resolve("zstd")->caps() & HOPRELAY_STAGE_PER_THREAD);
@@ -178,23 +191,37 @@ TEST(Stages, ThreadCapabilitiesCountFromMinorThreeOnly) {
     EXPECT_EQ(resolve(name)->caps() & (HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_PER_THREAD), 0u)
         << name;
   }
-  hoprelay_stage_descriptor d{HOPRELAY_STAGE_ABI_MAJOR,
-                              2,
-                              sizeof(d),
-                              "minor2",
-                              nullptr,
-                              nullptr,
-                              nullptr,
-                              nullptr,
-                              nullptr};
-  d.create = [](const hoprelay_stage_config*, char*, size_t) -> void* { return nullptr; };
-  d.process = [](void*, hoprelay_msg*) { return HOPRELAY_FORWARD; };
-  d.destroy = [](void*) {};
+  hoprelay_stage_descriptor d = minimal_descriptor(2, "minor2");
   // Bits a minor-2 stage set had no meaning then: it runs on the event loop alone.
   d.caps = HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_THREADSAFE | HOPRELAY_STAGE_PER_THREAD;
   EXPECT_EQ(StageType(&d, nullptr, "minor2.so").caps(), HOPRELAY_STAGE_CHUNKS);
   d.abi_minor = 3;
   EXPECT_EQ(StageType(&d, nullptr, "minor3.so").caps(), d.caps);
+}
+
+// What a node standing in for a relay runs of its stage (stand_in.h): the built-ins that change
+// the message are transforms, the sinks' effect is local; a stage before minor 4 declares none.
+TEST(Stages, EffectIsDeclaredFromMinorFourAndTheBuiltinsDeclareIt) {
+  using Effect = StageType::Effect;
+  for (const char* name : {"passthrough", "crc32c", "zstd"}) {
+    EXPECT_EQ(resolve(name)->effect(), Effect::kTransform) << name;
+  }
+  for (const char* name : {"verify-sink", "file-sink"}) {
+    EXPECT_EQ(resolve(name)->effect(), Effect::kLocal) << name;
+  }
+  hoprelay_stage_descriptor d = minimal_descriptor(3, "minor3");
+  // Bits a minor-3 stage set had no meaning then.
+  d.caps = HOPRELAY_STAGE_CHUNKS | HOPRELAY_STAGE_LOCAL;
+  EXPECT_EQ(StageType(&d, nullptr, "minor3.so").caps(), HOPRELAY_STAGE_CHUNKS);
+  EXPECT_EQ(StageType(&d, nullptr, "minor3.so").effect(), Effect::kUndeclared);
+  d.abi_minor = 4;
+  EXPECT_EQ(StageType(&d, nullptr, "minor4.so").effect(), Effect::kLocal);
+  d.caps = HOPRELAY_STAGE_TRANSFORM | HOPRELAY_STAGE_LOCAL;
+  EXPECT_EQ(StageType(&d, nullptr, "minor4.so").effect(), Effect::kBoth);
+  d.caps = 0;
+  EXPECT_EQ(StageType(&d, nullptr, "minor4.so").effect(), Effect::kUndeclared);
+  EXPECT_EQ(effect_name(Effect::kLocal), "local");
+  EXPECT_EQ(effect_name(Effect::kUndeclared), "undeclared");
 }
 
 TEST(Stages, PluginLoadsByPathAndFutureAbiIsRefused) {

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define HOPRELAY_STAGE_ABI_MAJOR 1
-#define HOPRELAY_STAGE_ABI_MINOR 3
+#define HOPRELAY_STAGE_ABI_MINOR 4
 #define HOPRELAY_STAGE_ENTRY_SYMBOL "hoprelay_stage_entry"
 
 /* What a stage decides for one message. */
@@ -143,6 +143,25 @@ typedef struct hoprelay_stage_descriptor {
  * a chunk that the node then drops as a repeat (whole messages are checked first). */
 #define HOPRELAY_STAGE_THREADSAFE 0x0002u
 #define HOPRELAY_STAGE_PER_THREAD 0x0004u
+
+/* Since minor 4; ignored in a descriptor of an older minor. Where the stage's effect is
+ * (docs/stages.md, "Effect"). A node standing in for a relay that is down (on_peer_down =
+ * "bypass") runs that relay's stage on its own host, and must give the relay's branch what it
+ * depends on without doing there what belongs to the relay's host:
+ *
+ * HOPRELAY_STAGE_TRANSFORM: the effect is on the message it forwards (a stamp, a compression,
+ * a filter): the nodes below depend on it, so a stand-in runs the stage.
+ *
+ * HOPRELAY_STAGE_LOCAL: the effect is on its own host (a file written, a report, a copy kept)
+ * and the message goes on unchanged: a stand-in does not run it (the message passes as it
+ * arrived) and says so in its log; the relay's host misses what went around it.
+ *
+ * Both bits: the nodes below depend on the payload it writes and it also has a local effect,
+ * which a stand-in cannot run apart: it runs the stage, and its log warns that the local
+ * effect happens on the stand-in's host too. Neither bit (every stage built before minor 4) is
+ * taken as a transform, as before minor 4, with the same warning: declare the effect. */
+#define HOPRELAY_STAGE_TRANSFORM 0x0008u
+#define HOPRELAY_STAGE_LOCAL 0x0010u
 
 typedef const hoprelay_stage_descriptor* (*hoprelay_stage_entry_fn)(void);
 

@@ -1,6 +1,7 @@
 // A downstream relay's role, run by the node upstream of it while it is down for good
 // (on_peer_down = "bypass", docs/topology.md): the relay's node as the topology declares it
-// (its stage with its parameters, its routing, its own downstream nodes and their policies),
+// (its stage with its parameters, unless the stage's effect is local to the relay's host, its
+// routing, its own downstream nodes and their policies),
 // built inside this process on this node's event loop, fed through an in-process link that
 // copies each frame (the relay's stage changes it in place; the slot here is the other
 // branches' too). Its links to the relay's downstream nodes go out from this host under the
@@ -22,6 +23,7 @@
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/downstream.h"
 #include "hoprelay/daemon/node.h"
+#include "hoprelay/stages/stage.h"
 #include "hoprelay/transport/event_loop.h"
 #include "hoprelay/transport/transport.h"
 
@@ -51,6 +53,11 @@ class StandIn final : private transport::LinkEvents {
   Node& node() { return *node_; }
   // The stage of the peer, as the log names it.
   const std::string& stage() const { return stage_name_; }
+  // What this does with the peer's stage, for the log line that says it stands in: "its stage
+  // crc32c runs here", or, for a stage whose effect is local to the peer's host (file-sink,
+  // verify-sink: stage_abi.h, HOPRELAY_STAGE_LOCAL), that it does not run here; where its
+  // local effect runs here all the same (it declares none, or both), that too, and the fix.
+  std::string stage_text() const;
 
  private:
   // The host's side of the in-process link: forwarded to the owner while it stands in.
@@ -70,6 +77,7 @@ class StandIn final : private transport::LinkEvents {
   transport::LinkEvents& owner_;
   std::string peer_;
   std::string stage_name_;
+  stages::StageType::Effect effect_ = stages::StageType::Effect::kUndeclared;
   bool forwarding_ = true;
   // The topology as this host runs the peer (its listen address this host's, no metrics
   // endpoint, no threads or spool of its own): the node keeps a pointer into it.

@@ -38,8 +38,18 @@ class StageType {
   // True when the stage declares its keys and `key` is not among them.
   bool rejects_param(std::string_view key) const;
   std::vector<std::string_view> param_keys() const;
-  // HOPRELAY_STAGE_* bits (0 for a stage built against ABI minor 0).
+  // HOPRELAY_STAGE_* bits (0 for a stage built against ABI minor 0; bits defined by a later
+  // minor than the stage's are cleared).
   uint32_t caps() const;
+  // Where its effect is (HOPRELAY_STAGE_TRANSFORM, HOPRELAY_STAGE_LOCAL): what a node standing
+  // in for a relay does with the relay's stage (stage_abi.h, docs/stages.md "Effect").
+  enum class Effect {
+    kTransform,   // on the message it forwards: a stand-in runs it
+    kLocal,       // on its own host, the message unchanged: a stand-in does not run it
+    kBoth,        // both at once: a stand-in runs it, warning of the local effect
+    kUndeclared,  // neither bit (before minor 4): taken as a transform, with that warning
+  };
+  Effect effect() const;
   // The descriptor's last_error (null before ABI minor 2, or when the stage has none).
   const char* (*last_error() const)(void*);
 
@@ -51,6 +61,9 @@ class StageType {
 
 // True when `plugin` names a shared object rather than a built-in (contains '/' or ends .so).
 bool is_plugin_path(std::string_view plugin);
+
+// "transform", "local", "transform and local", "undeclared", for log lines.
+std::string_view effect_name(StageType::Effect effect);
 
 // Resolves a built-in name or loads a plugin by path, checking the descriptor's ABI version
 // and size. Throws StageError.
