@@ -93,8 +93,9 @@ RunResult promtool_check_metrics(const std::string& promtool, const TempDir& dir
 }
 
 // Each alert of docs/hoprelay-alerts.yml on synthetic series: when it fires (or is pending)
-// and that its look-alikes (another job, inbound links, a saturated but flowing link, a link
-// that is down, a node never fed, draining refusals) do not make it fire.
+// and that its look-alikes (another job, inbound links, a saturated but flowing link, a slow
+// but acknowledging branch, an idle one, a link that is down, a node never fed, draining
+// refusals, a bypass gauge at 0) do not make it fire.
 const char* kRulesTest = R"yaml(
 evaluation_interval: 1m
 tests:
@@ -327,6 +328,238 @@ tests:
         exp_samples:
           - labels: 'ALERTS{alertname="HoprelaySpoolGrowing",alertstate="firing",severity="warning",job="hoprelay",instance="a:1",peer="c"}'
             value: 1
+  # Nothing acknowledged downstream from 3m on. Head h holds its producer's slots; relay r
+  # holds its upstream's; head a has its producer connected and its messages in c's spool
+  # (slots released, nothing queued). Head e spools for c too, but b still acknowledges; head d
+  # has a producer connected and nothing waiting; g's spool is old and nobody is connected.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_link_up{job="hoprelay",instance="h:1",peer="producer",direction="in"}'
+        values: '1x20'
+      - series: 'hoprelay_link_slots_in_use{job="hoprelay",instance="h:1",peer="producer"}'
+        values: '64x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="h:1",peer="b",opcode="tcp"}'
+        values: '0+100x3 300x20'
+      - series: 'hoprelay_link_slots_in_use{job="hoprelay",instance="r:1",peer="a"}'
+        values: '10x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="r:1",peer="s",opcode="tcp"}'
+        values: '0+10x3 30x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="a:1",peer="producer",direction="in"}'
+        values: '1x20'
+      - series: 'hoprelay_link_slots_in_use{job="hoprelay",instance="a:1",peer="producer"}'
+        values: '0x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="a:1",peer="b"}'
+        values: '0x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="a:1",peer="c"}'
+        values: '0x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="a:1",peer="b"}'
+        values: '0x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="a:1",peer="c"}'
+        values: '0+50x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="a:1",peer="b",opcode="tcp"}'
+        values: '0+100x3 300x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="a:1",peer="c",opcode="tcp"}'
+        values: '40x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="e:1",peer="producer",direction="in"}'
+        values: '1x20'
+      - series: 'hoprelay_link_slots_in_use{job="hoprelay",instance="e:1",peer="producer"}'
+        values: '0x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="e:1",peer="c"}'
+        values: '0+50x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="e:1",peer="b",opcode="tcp"}'
+        values: '0+100x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="e:1",peer="c",opcode="tcp"}'
+        values: '40x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="d:1",peer="producer",direction="in"}'
+        values: '1x20'
+      - series: 'hoprelay_link_slots_in_use{job="hoprelay",instance="d:1",peer="producer"}'
+        values: '0x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="d:1",peer="b"}'
+        values: '0x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="d:1",peer="b",opcode="tcp"}'
+        values: '500x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="g:1",peer="producer",direction="in"}'
+        values: '0x20'
+      - series: 'hoprelay_link_slots_in_use{job="hoprelay",instance="g:1",peer="producer"}'
+        values: '0x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="g:1",peer="c"}'
+        values: '800x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="g:1",peer="c",opcode="tcp"}'
+        values: '40x20'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelayNoProgress"}
+        eval_time: 7m
+        exp_samples: []
+      - expr: ALERTS{alertname="HoprelayNoProgress"}
+        eval_time: 8m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayNoProgress",alertstate="pending",severity="critical",job="hoprelay",instance="h:1"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayNoProgress",alertstate="pending",severity="critical",job="hoprelay",instance="r:1"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayNoProgress",alertstate="pending",severity="critical",job="hoprelay",instance="a:1"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayNoProgress"}
+        eval_time: 13m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayNoProgress",alertstate="firing",severity="critical",job="hoprelay",instance="h:1"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayNoProgress",alertstate="firing",severity="critical",job="hoprelay",instance="r:1"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayNoProgress",alertstate="firing",severity="critical",job="hoprelay",instance="a:1"}'
+            value: 1
+  # Links up, no acknowledgement from 3m on. s's branch c is spooled (a few frames in flight:
+  # credits 60 of 64, nothing queued, no slot held: all on disk); x->d has its last 10 frames
+  # in flight while x holds them; e->k's window is full with nothing queued.
+  # HoprelayBackpressureStuck, which wants queued messages, says nothing of any of them.
+  # Silent: a->b slow but acknowledging, x->h idle (all credits back) while x holds d's
+  # frames, e->g down with its spool (HoprelayLinkDown's), i->m with fewer credits than it
+  # had (m came back with fewer slots) on a node that holds nothing.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_link_up{job="hoprelay",instance="s:1",peer="c",direction="out"}'
+        values: '1x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="s:1",peer="c"}'
+        values: '64 64 64 60x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="s:1",peer="c"}'
+        values: '0x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="s:1",peer="c"}'
+        values: '0 0 0 10+10x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="s:1",peer="c",opcode="tcp"}'
+        values: '0+100x3 300x20'
+      - series: 'hoprelay_slots_in_use{job="hoprelay",instance="s:1"}'
+        values: '0x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="a:1",peer="b",direction="out"}'
+        values: '1x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="a:1",peer="b"}'
+        values: '0x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="a:1",peer="b"}'
+        values: '3x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="a:1",peer="b"}'
+        values: '0x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="a:1",peer="b",opcode="tcp"}'
+        values: '0+1x20'
+      - series: 'hoprelay_slots_in_use{job="hoprelay",instance="a:1"}'
+        values: '3x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="x:1",peer="d",direction="out"}'
+        values: '1x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="x:1",peer="d"}'
+        values: '64 64 64 54x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="x:1",peer="d"}'
+        values: '0x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="x:1",peer="d",opcode="tcp"}'
+        values: '0+100x3 300x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="x:1",peer="h",direction="out"}'
+        values: '1x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="x:1",peer="h"}'
+        values: '64x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="x:1",peer="h"}'
+        values: '0x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="x:1",peer="h",opcode="tcp"}'
+        values: '700x20'
+      - series: 'hoprelay_slots_in_use{job="hoprelay",instance="x:1"}'
+        values: '0 0 0 10x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="e:1",peer="k",direction="out"}'
+        values: '1x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="e:1",peer="k"}'
+        values: '8 8 8 0x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="e:1",peer="k"}'
+        values: '0x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="e:1",peer="k",opcode="tcp"}'
+        values: '0+8x3 24x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="e:1",peer="g",direction="out"}'
+        values: '0x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="e:1",peer="g"}'
+        values: '0x20'
+      - series: 'hoprelay_spool_messages{job="hoprelay",instance="e:1",peer="g"}'
+        values: '100+10x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="e:1",peer="g",opcode="tcp"}'
+        values: '50x20'
+      - series: 'hoprelay_link_up{job="hoprelay",instance="i:1",peer="m",direction="out"}'
+        values: '1x20'
+      - series: 'hoprelay_link_credits{job="hoprelay",instance="i:1",peer="m"}'
+        values: '64 64 64 32x20'
+      - series: 'hoprelay_downstream_queued{job="hoprelay",instance="i:1",peer="m"}'
+        values: '0x20'
+      - series: 'hoprelay_messages_forwarded_total{job="hoprelay",instance="i:1",peer="m",opcode="tcp"}'
+        values: '900x20'
+      - series: 'hoprelay_slots_in_use{job="hoprelay",instance="i:1"}'
+        values: '0x20'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelayBranchFrozen"}
+        eval_time: 4m
+        exp_samples: []
+      - expr: ALERTS{alertname="HoprelayBranchFrozen"}
+        eval_time: 5m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayBranchFrozen",alertstate="pending",severity="critical",job="hoprelay",instance="s:1",peer="c",direction="out"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayBranchFrozen",alertstate="pending",severity="critical",job="hoprelay",instance="x:1",peer="d",direction="out"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayBranchFrozen",alertstate="pending",severity="critical",job="hoprelay",instance="e:1",peer="k",direction="out"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayBranchFrozen"}
+        eval_time: 6m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayBranchFrozen",alertstate="firing",severity="critical",job="hoprelay",instance="s:1",peer="c",direction="out"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayBranchFrozen",alertstate="firing",severity="critical",job="hoprelay",instance="x:1",peer="d",direction="out"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayBranchFrozen",alertstate="firing",severity="critical",job="hoprelay",instance="e:1",peer="k",direction="out"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayBackpressureStuck"}
+        eval_time: 15m
+        exp_samples: []
+  # b stands in for its relay b1 from 2m to 6m; c's gauge for c1 stays at 0.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_bypass_active{job="hoprelay",instance="b:1",peer="b1"}'
+        values: '0 0 1x4 0x10'
+      - series: 'hoprelay_bypass_active{job="hoprelay",instance="c:1",peer="c1"}'
+        values: '0x16'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelayBypassActive"}
+        eval_time: 1m
+        exp_samples: []
+      - expr: ALERTS{alertname="HoprelayBypassActive"}
+        eval_time: 2m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayBypassActive",alertstate="firing",severity="warning",job="hoprelay",instance="b:1",peer="b1"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayBypassActive"}
+        eval_time: 7m
+        exp_samples: []
+  # b counts one stale release at 2m; c's first scrape (at 2m) already shows two double
+  # releases; b's double_release stays at 0.
+  - interval: 1m
+    input_series:
+      - series: 'hoprelay_invariant_violations_total{job="hoprelay",instance="b:1",kind="stale_release"}'
+        values: '0 0 1x20'
+      - series: 'hoprelay_invariant_violations_total{job="hoprelay",instance="b:1",kind="double_release"}'
+        values: '0x22'
+      - series: 'hoprelay_invariant_violations_total{job="hoprelay",instance="c:1",kind="double_release"}'
+        values: '_ _ 2x20'
+    promql_expr_test:
+      - expr: ALERTS{alertname="HoprelayInvariantViolation"}
+        eval_time: 1m
+        exp_samples: []
+      - expr: ALERTS{alertname="HoprelayInvariantViolation"}
+        eval_time: 2m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayInvariantViolation",alertstate="firing",severity="critical",job="hoprelay",instance="b:1",kind="stale_release"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayInvariantViolation",alertstate="firing",severity="critical",job="hoprelay",instance="c:1",kind="double_release"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayInvariantViolation"}
+        eval_time: 11m
+        exp_samples:
+          - labels: 'ALERTS{alertname="HoprelayInvariantViolation",alertstate="firing",severity="critical",job="hoprelay",instance="b:1",kind="stale_release"}'
+            value: 1
+          - labels: 'ALERTS{alertname="HoprelayInvariantViolation",alertstate="firing",severity="critical",job="hoprelay",instance="c:1",kind="double_release"}'
+            value: 1
+      - expr: ALERTS{alertname="HoprelayInvariantViolation"}
+        eval_time: 12m
+        exp_samples: []
 )yaml";
 
 }  // namespace
