@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "hoprelay/common/cli_parse.h"
+#include "hoprelay/config/node_files.h"
 #include "hoprelay/config/plan.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
@@ -124,9 +125,13 @@ bool check_tls(const hoprelay::config::Topology& topology, const std::string& no
   for (const auto& [spec, nodes] : uses) {
     bool missing = false;
     if (auto problem = hoprelay::transport::check_tls_files(*spec, nodes, missing)) {
-      hoprelay::config::Diagnostic d{topology.path, spec->pos, *problem, missing};
+      // With --node, the files are this host's own node's: missing here, the node would not
+      // start (hoprelayd refuses it), so it is an error.
+      const bool own = !node.empty();
+      if (own && missing) problem = hoprelay::transport::tls_start_refusal(*spec);
+      hoprelay::config::Diagnostic d{topology.path, spec->pos, *problem, missing && !own};
       std::cerr << d.format() << "\n";
-      ok &= missing;
+      ok &= missing && !own;
     }
   }
   return ok;
@@ -352,7 +357,15 @@ int main(int argc, char** argv) {
       return kExitConfig;
     }
     for (const auto& w : topology->warnings()) std::cerr << w.format() << "\n";
-    if (!check_tls(*topology, validate_node)) return kExitConfig;
+    bool files_ok = check_tls(*topology, validate_node);
+    if (!validate_node.empty()) {
+      // What this node opens on this host: its spool directory, its sinks' files.
+      for (const auto& d : config::node_file_refusals(*topology, *topology->find(validate_node))) {
+        std::cerr << d.format() << "\n";
+        files_ok = false;
+      }
+    }
+    if (!files_ok) return kExitConfig;
     std::cout << "ok: pipeline \"" << topology->name << "\""
               << (topology->name_defaulted ? " (name defaulted from the file name)" : "") << ", "
               << counted(topology->nodes.size(), "node") << ", "

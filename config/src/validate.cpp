@@ -192,6 +192,7 @@ struct Settings {
   uint32_t threads = 1;
   uint32_t link_threads = 0;
   std::string spool_dir;
+  SourcePos spool_dir_pos;
   uint64_t spool_max = uint64_t{1} << 30;
   std::chrono::milliseconds spool_after = std::chrono::seconds(1);
   uint64_t rate_limit = 0;  // bits per second; 0: none
@@ -395,6 +396,7 @@ class Validator {
           error(e.value_pos, name + " must not be empty (leave it out for no spooling)");
         } else {
           s.spool_dir = path->front() == '/' ? *path : beside_file(*path);
+          s.spool_dir_pos = e.value_pos;
         }
       }
     } else if (e.key == "spool_max") {
@@ -759,6 +761,7 @@ class Validator {
     spec.threads = s.threads;
     spec.link_threads = s.link_threads;
     spec.spool_dir = s.spool_dir;
+    spec.spool_dir_pos = s.spool_dir_pos;
     spec.spool_max = s.spool_max;
     spec.spool_after = s.spool_after;
     spec.rate_limit = s.rate_limit;

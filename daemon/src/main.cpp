@@ -14,12 +14,14 @@
 #include <optional>
 
 #include "hoprelay/common/cli_parse.h"
+#include "hoprelay/config/node_files.h"
 #include "hoprelay/config/topology.h"
 #include "hoprelay/daemon/build_info.h"
 #include "hoprelay/daemon/cpu_pin.h"
 #include "hoprelay/daemon/loop_watch.h"
 #include "hoprelay/daemon/node.h"
 #include "hoprelay/transport/log.h"
+#include "hoprelay/transport/tls.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "systemd_notify.h"
@@ -309,6 +311,20 @@ int main(int argc, char** argv) {
       notifier.status("cannot start: " + why);
       return kExitConfig;
     }
+  }
+  // What the node opens on this host, before it does: a refusal here is the operator's to fix,
+  // which no restart cures (so EX_CONFIG, which the unit does not restart on); `hoprelay
+  // validate --node` says the same ahead (node_files.h, tls.h).
+  std::vector<config::Diagnostic> refusals = config::node_file_refusals(topology, *spec);
+  if (spec->tls.enabled()) {
+    if (auto why = transport::tls_start_refusal(spec->tls)) {
+      refusals.push_back({topology.path, spec->tls.pos, *why, false});
+    }
+  }
+  if (!refusals.empty()) {
+    for (const auto& d : refusals) spdlog::error("{}", d.format());
+    notifier.status("cannot start: " + refusals.front().message);
+    return kExitConfig;
   }
   transport::EventLoop loop;
   std::unique_ptr<daemon::Node> node;

@@ -440,5 +440,94 @@ TEST(Tls, ValidateChecksTheFilesThisHostHas) {
       << elsewhere.output;
 }
 
+// The sender's side of a certificate that names another node: the downstream b shows one
+// naming c. a's refusal says what it does name (a refused certificate is never the session's
+// peer certificate: the names are kept from its verification), not "no DNS name".
+TEST(Tls, ASenderRefusingADownstreamsCertificateSaysWhatItNames) {
+  TempDir dir;
+  Pki pki(dir.path(), "ca");
+  pki.issue("a", "a");
+  pki.issue("named-c", "c");
+  Pipeline p(dir, {{"a", {"b"}, "{ plugin = \"passthrough\" }", pki.tls("a")},
+                   {"b",
+                    {},
+                    sink(dir, "b"),
+                    "tls = { cert = \"named-c.pem\", key = \"named-c.key\", ca = \"ca.pem\" }\n"}});
+  p.start_up({"b", "a"});
+  const std::string expect =
+      "TLS: b's certificate is refused: hostname mismatch (it names c, not b): is the "
+      "topology's address of b another node's? Else issue b's certificate with "
+      "subjectAltName = DNS:b";
+  EXPECT_TRUE(
+      wait_until([&] { return p.proc("a").output().find(expect) != std::string::npos; }, 20s))
+      << p.proc("a").output();
+  EXPECT_EQ(p.proc("a").output().find("no DNS name"), std::string::npos) << p.proc("a").output();
+  p.stop_all();
+}
+
+// The node's own files, as `hoprelay validate --node N` on its host and hoprelayd
+// at start see them: missing here, or a key every user may read, is an error that exits 78
+// (EX_CONFIG), which the unit does not restart on; another node's files missing stay a warning.
+TEST(Tls, ANodesOwnFilesMissingOrItsKeyReadableByAllRefuseItsStart) {
+  TempDir dir;
+  Pki pki(dir.path(), "ca");
+  pki.issue("a", "a");
+  const std::string nodes =
+      "[pipeline]\nname = \"v\"\ntransport = \"tcp\"\n[nodes.a]\nlisten = \"127.0.0.1:" +
+      std::to_string(free_port()) + "\"\ndownstream = [\"b\"]\n";
+  auto topology = [&](const std::string& tls) {
+    write_file(dir / "t.toml", nodes + tls + "[nodes.b]\nlisten = \"127.0.0.1:" +
+                                   std::to_string(free_port()) + "\"\n");
+    return (dir / "t.toml").string();
+  };
+  auto validate = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv{HOPRELAY_BIN, "validate", (dir / "t.toml").string()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run(argv);
+  };
+  auto start = [&](const std::string& name) {
+    Process proc({HOPRELAYD_BIN, "--topology", (dir / "t.toml").string(), "--node", "a"},
+                 dir / (name + ".log"));
+    const int code = proc.wait(10s);
+    return std::pair{code, proc.output()};
+  };
+
+  // Missing: for the whole file a warning (another host's), for --node a an error.
+  topology("tls = { cert = \"missing.pem\", key = \"a.key\", ca = \"ca.pem\" }\n");
+  RunResult any = validate({});
+  EXPECT_EQ(any.code, 0) << any.output;
+  RunResult own = validate({"--node", "a"});
+  EXPECT_EQ(own.code, 78) << own.output;
+  EXPECT_NE(own.output.find("t.toml:7:7: error: this node's TLS files are not on this host: "
+                            "tls cert " +
+                            (dir / "missing.pem").string()),
+            std::string::npos)
+      << own.output;
+  auto [missing_code, missing_log] = start("missing");
+  EXPECT_EQ(missing_code, 78) << missing_log;
+  EXPECT_NE(missing_log.find("this node's TLS files are not on this host"), std::string::npos)
+      << missing_log;
+
+  // A key every user of the host may read: refused by both, with the chmod to run.
+  topology(pki.tls("a"));
+  ASSERT_EQ(validate({"--node", "a"}).code, 0);
+  fs::permissions(dir / "a.key", fs::perms::owner_read | fs::perms::owner_write |
+                                     fs::perms::group_read | fs::perms::others_read);
+  RunResult readable = validate({"--node", "a"});
+  EXPECT_EQ(readable.code, 78) << readable.output;
+  const std::string chmod =
+      "has mode 0644: every user of this host can read the node's private "
+      "key; `chmod 600 " +
+      pki.path("a.key") + "`";
+  EXPECT_NE(readable.output.find(chmod), std::string::npos) << readable.output;
+  auto [readable_code, readable_log] = start("readable");
+  EXPECT_EQ(readable_code, 78) << readable_log;
+  EXPECT_NE(readable_log.find(chmod), std::string::npos) << readable_log;
+  // Readable by its group (how a service's key is shared): accepted.
+  fs::permissions(dir / "a.key", fs::perms::others_read, fs::perm_options::remove);
+  RunResult group = validate({"--node", "a"});
+  EXPECT_EQ(group.code, 0) << group.output;
+}
+
 }  // namespace
 }  // namespace hoprelay::test

@@ -50,6 +50,16 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// "cert /x/a.pem, ca /x/ca.pem": the files of `spec` this host does not have, or "".
+std::string absent_files(const config::TlsSpec& spec) {
+  std::string absent;
+  for (const auto& [path, key] :
+       {std::pair{&spec.cert, "cert"}, std::pair{&spec.key, "key"}, std::pair{&spec.ca, "ca"}}) {
+    if (!exists(*path)) absent += (absent.empty() ? "" : ", ") + std::string(key) + " " + *path;
+  }
+  return absent;
+}
+
 }  // namespace
 
 std::vector<std::string> dns_names_of(X509* cert) {
@@ -88,7 +98,38 @@ std::string tls_errors() {
   return out;
 }
 
+std::string key_mode_refusal(const std::string& key) {
+  struct stat st {};
+  if (::stat(key.c_str(), &st) != 0) return "";  // OpenSSL's open says why
+  // Readable by the node's group is how a service's key is shared (Debian's ssl-cert group,
+  // auth_key_file's `chmod 640`); by every user of the host, or writable by the group, it is
+  // no longer the node's own.
+  if ((st.st_mode & (S_IRWXO | S_IWGRP)) == 0) return "";
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+  return "tls.key " + key + " has mode " + mode +
+         ((st.st_mode & S_IRWXO) ? ": every user of this host can read the node's private key"
+                                 : ": its group can change the node's private key") +
+         "; `chmod 600 " + key + "` (or 640, chgrp'd to the group hoprelayd runs in)";
+}
+
+std::optional<std::string> tls_start_refusal(const config::TlsSpec& spec) {
+  const std::string absent = absent_files(spec);
+  if (!absent.empty()) {
+    return "this node's TLS files are not on this host: tls " + absent +
+           " (docs/security.md, \"TLS\": each host has its node's certificate and key, and "
+           "the CA, under these paths)";
+  }
+  try {
+    TlsContext::load(spec);
+  } catch (const TransportError& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
 std::shared_ptr<const TlsContext> TlsContext::load(const config::TlsSpec& spec) {
+  if (std::string why = key_mode_refusal(spec.key); !why.empty()) throw TransportError(why);
   ERR_clear_error();
   std::unique_ptr<SSL_CTX, CtxFree> ctx(SSL_CTX_new(TLS_method()));
   if (!ctx) throw TransportError("TLS: cannot make a context: " + tls_errors());
@@ -148,11 +189,7 @@ TlsContext::~TlsContext() {
 std::optional<std::string> check_tls_files(const config::TlsSpec& spec,
                                            const std::vector<std::string>& nodes, bool& missing) {
   missing = false;
-  std::string absent;
-  for (const auto& [path, key] :
-       {std::pair{&spec.cert, "cert"}, std::pair{&spec.key, "key"}, std::pair{&spec.ca, "ca"}}) {
-    if (!exists(*path)) absent += (absent.empty() ? "" : ", ") + std::string(key) + " " + *path;
-  }
+  const std::string absent = absent_files(spec);
   if (!absent.empty()) {
     missing = true;
     return "not on this host: tls " + absent +

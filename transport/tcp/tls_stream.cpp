@@ -12,6 +12,24 @@
 
 namespace hoprelay::transport::tcp {
 
+namespace {
+
+// The context's verification, plus: the names of the certificate shown, kept for the refusal's
+// words. A certificate that fails verification is never the session's peer certificate
+// (SSL_get0_peer_certificate is null after a failed handshake), so without this a hostname
+// mismatch said "it names no DNS name" of a certificate that names DNS:head.
+int keep_leaf_names(int ok, X509_STORE_CTX* ctx) {
+  if (X509_STORE_CTX_get_error_depth(ctx) != 0) return ok;
+  auto* ssl =
+      static_cast<SSL*>(X509_STORE_CTX_get_ex_data(ctx, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  auto* self = ssl ? static_cast<TlsStream*>(SSL_get_app_data(ssl)) : nullptr;
+  X509* leaf = X509_STORE_CTX_get_current_cert(ctx);
+  if (self && leaf) self->keep_shown_names(dns_names_of(leaf));
+  return ok;
+}
+
+}  // namespace
+
 TlsStream::TlsStream(const TlsContext& context, int fd, bool server, std::string_view peer)
     : ssl_(SSL_new(context.ctx())), fd_(fd), server_(server), peer_(peer) {
   if (!ssl_ || SSL_set_fd(ssl_, fd) != 1) {
@@ -27,6 +45,8 @@ TlsStream::TlsStream(const TlsContext& context, int fd, bool server, std::string
     SSL_set_hostflags(ssl_, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
     SSL_set1_host(ssl_, peer_.c_str());
   }
+  SSL_set_app_data(ssl_, this);
+  SSL_set_verify(ssl_, SSL_get_verify_mode(ssl_), &keep_leaf_names);
 }
 
 TlsStream::~TlsStream() {
@@ -170,7 +190,7 @@ bool TlsStream::pending() const {
 
 std::vector<std::string> TlsStream::peer_names() const {
   X509* cert = SSL_get0_peer_certificate(ssl_);
-  return cert ? dns_names_of(cert) : std::vector<std::string>{};
+  return cert ? dns_names_of(cert) : shown_names_;
 }
 
 std::string TlsStream::description() const {

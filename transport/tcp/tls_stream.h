@@ -46,6 +46,9 @@ class TlsStream {
   // The peer certificate's DNS subject alternative names, and the same as text for messages.
   std::vector<std::string> peer_names() const;
   std::string peer_names_text() const { return names_text(peer_names()); }
+  // From the verification of the peer's certificate (its DNS names, kept also when it is
+  // refused): what peer_names() says once the handshake has failed.
+  void keep_shown_names(std::vector<std::string> names) { shown_names_ = std::move(names); }
   // "TLS 1.3, TLS_AES_256_GCM_SHA384, kTLS send and receive" for the link-up log.
   std::string description() const;
   bool ktls_send() const { return ktls_send_; }
@@ -63,6 +66,7 @@ class TlsStream {
   bool server_;
   std::string peer_;
   std::string why_;
+  std::vector<std::string> shown_names_;
   bool ktls_send_ = false;
   bool ktls_recv_ = false;
 };

@@ -126,6 +126,7 @@ struct NodeSpec {
   // spooling; a relative path is resolved against the topology file's directory), the most
   // each spool may hold, and how long a branch must be behind before it is spooled for.
   std::string spool_dir;
+  SourcePos spool_dir_pos;  // where spool_dir is written (the pipeline's or the node's)
   uint64_t spool_max = uint64_t{1} << 30;
   std::chrono::milliseconds spool_after = std::chrono::seconds(1);
   // `threads = N`: the node's stage runs on N worker threads (1: on the event loop itself).

@@ -48,6 +48,16 @@ class TlsContext {
 std::optional<std::string> check_tls_files(const config::TlsSpec& spec,
                                            const std::vector<std::string>& nodes, bool& missing);
 
+// What a node using these TLS files refuses at start (hoprelayd, and `hoprelay validate --node`
+// for the node's own): a file not on this host, a private key readable by every user or
+// writable by its group (key_mode_refusal), a pair that does not load or match, a certificate
+// expired. nullopt when it would start. Whether the certificate names the node is a peer's to
+// refuse (check_tls_files says it ahead).
+std::optional<std::string> tls_start_refusal(const config::TlsSpec& spec);
+// Why the private key at `key` is not the node's own, by its mode, or "" (also "" when it
+// cannot be looked at: loading it says why). TlsContext::load refuses the same.
+std::string key_mode_refusal(const std::string& key);
+
 // A certificate's DNS subject alternative names.
 std::vector<std::string> dns_names_of(X509* cert);
 // "a, b", or "no DNS name".
