@@ -465,6 +465,30 @@ TEST(Tls, ASenderRefusingADownstreamsCertificateSaysWhatItNames) {
   p.stop_all();
 }
 
+// A producer whose certificate the head refuses (another CA's): over TLS 1.3 the refusal is the
+// head's alert after the handshake. `hoprelay send` (the library's open) is told the head's
+// refusal and what to fix, and exits at once, instead of timing out with "is hoprelayd running
+// there?".
+TEST(Tls, AProducerWhoseCertificateTheHeadRefusesIsToldSoNotTimedOut) {
+  TempDir dir;
+  Pki pki(dir.path(), "ca");
+  Pki other(dir.path(), "other-ca");
+  pki.issue("a", "a");
+  other.issue("foreign-producer", "producer");
+  Pipeline p(dir, {{"a", {}, sink(dir, "a"), pki.tls("a")}});
+  p.start_all();
+  RunResult r = p.send("a", 10, 100,
+                       {"--tls-cert", pki.path("foreign-producer.pem"), "--tls-key",
+                        pki.path("foreign-producer.key"), "--tls-ca", pki.path("ca.pem")});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("a refused this producer: TLS: a refused this node's certificate ("),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("is hoprelayd running there"), std::string::npos) << r.output;
+  EXPECT_EQ(read_report(dir / "a.json").received, 0);
+  p.stop_all();
+}
+
 // The node's own files, as `hoprelay validate --node N` on its host and hoprelayd
 // at start see them: missing here, or a key every user may read, is an error that exits 78
 // (EX_CONFIG), which the unit does not restart on; another node's files missing stay a warning.

@@ -92,7 +92,11 @@ void TcpOutbound::refuse_tls(std::string_view why) {
   // error, retried slowly (as a refused key).
   log().error("not sending to {} at {}: {}", peer_name_, params_.address.to_string(), why);
   backoff_.slowest();
-  drop(why, true);
+  const std::string reason(why);  // drop() frees the session that holds it
+  drop(reason, true);
+  // A refusal, not a link that failed: a producer that is opening gives up with the reason
+  // (HOPRELAY_EREFUSED) instead of waiting out its connect timeout for a head that runs.
+  transport_.events().on_refused(*this, reason);
 }
 
 }  // namespace hoprelay::transport::tcp
