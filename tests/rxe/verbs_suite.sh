@@ -542,9 +542,11 @@ T
   local stood back
   stood=$(grep -c "downstream b1 down for 1s: standing in for it" "$WORK/bypass-$mode-a.log")
   back=$(grep -c "downstream b1 takes its branch again" "$WORK/bypass-$mode-a.log")
-  if [[ $mode == lost && $stood == 1 && $active == 1 ]]; then
+  # A stand-in given back before the kill is start-up's (b1 not up within peer_down_timeout of
+  # a's start under the guest's emulated CPU, seen once in CI): only the one after it counts.
+  if [[ $mode == lost && $((stood - back)) == 1 && $active == 1 ]]; then
     pass "bypass: a stood in for b1 over verbs (hoprelay_bypass_active 1)"
-  elif [[ $mode == back && $stood == 1 && $back == 1 && $active == 0 && $carried -gt 0 ]]; then
+  elif [[ $mode == back && $stood -ge 1 && $stood == "$back" && $active == 0 && $carried -gt 0 ]]; then
     pass "bypass: a stood in for b1 over verbs, then b1 took its branch back and carried $carried messages to c1"
   else
     fail "bypass ($mode): a stood in for b1 $stood times, gave its branch back $back times; hoprelay_bypass_active $active; b1 forwarded $carried to c1"
