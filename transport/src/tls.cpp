@@ -196,11 +196,9 @@ std::optional<std::string> check_tls_files(const config::TlsSpec& spec,
            " (they are checked on the hosts that have them, by `hoprelay validate` there, and "
            "by each node at start)";
   }
-  try {
-    TlsContext::load(spec);
-  } catch (const TransportError& e) {
-    return std::string(e.what());
-  }
+  // What the node would refuse at start (the pair, the key's mode, expiry); then what its
+  // peers would.
+  if (auto why = tls_start_refusal(spec)) return why;
   auto chain = read_chain(spec.cert);
   if (chain.empty()) return "tls.cert " + spec.cert + ": no certificate in it";
   std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
