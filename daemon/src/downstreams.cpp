@@ -120,7 +120,12 @@ void Downstreams::watch_spools() {
   const auto now = transport::EventLoop::Clock::now();
   for (auto& dp : peers_) {
     Downstream& d = *dp;
-    if (!d.spool || d.spool->active() || d.retiring) continue;
+    if (!d.spool) continue;
+    if (d.spool->active()) {
+      watch_frozen(d, now);
+      continue;
+    }
+    if (d.retiring) continue;
     const bool down = !up(d);
     // Out of credit: its window is full (what waits beyond it, if anything, is in `waiting`),
     // or as many frames in flight as the node lets one branch have.
@@ -183,7 +188,6 @@ Downstream& Downstreams::add(const std::string& name) {
       node_log().error("downstream {} runs without a spool: {}", name, e.what());
     }
     d->unsynced = RingQueue<transport::Slot*>(size_t{spec_->slots} * 4);
-    d->before_spool = RingQueue<transport::Slot*>(window);
     if (d->spool && d->spool->active()) {
       node_log().info(
           "downstream {}: {} frames (messages and end marks) left in its spool {} "
@@ -302,13 +306,13 @@ void Downstreams::pump(Downstream& d) {
       branch_done(*s);
       continue;
     }
-    transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
-                          s,         s->chunk, s};
+    const transport::OutFrame f = frame_of(*s);
     // No more of the node's slots in flight than the branch's cap (downstream.h), but a
     // chunked message's frames all go: a peer that reassembles acknowledges none before its last.
     if (d.spool && !d.open && d.link->in_flight() >= d.spool_in_flight_cap) break;
     if (!paced(d, s->length) || !d.link->post(f)) break;
     d.waiting.pop_front();
+    ++d.slots_in_flight;
     note_posted(d, *s);
     if (d.stand_in) {
       ++d.bypassed;
@@ -326,11 +330,7 @@ void Downstreams::drop_waiting(Downstream& d) {
   uint32_t origin = 0;
   uint64_t seq = 0;
   if (d.retiring && d.spool) {
-    // A removed peer given up: what its spool and the frames sent before it hold go too.
-    while (!d.before_spool.empty()) {
-      d.waiting.push_front(d.before_spool.front());  // dropped below, with the rest
-      d.before_spool.pop_front();
-    }
+    // A removed peer given up: what its spool holds goes too.
     if (!d.spool->caught_up()) {
       // Those not yet durable still hold their slots: dropped below, as the rest of `waiting`.
       const uint64_t n = d.spool->discard() - d.unsynced.size();
@@ -434,7 +434,10 @@ void Downstreams::on_acked(transport::OutboundLink& link, void* cookie) {
     d.metrics.messages[0].add();
     d.metrics.bytes[0].add(slot->length);
   }
+  --d.slots_in_flight;
   branch_done(*slot);
+  // The last frame from the slots a spool waited for: the spool takes what waits (pump).
+  if (d.slots_in_flight == 0 && d.spool && d.spool->active()) pump(d);
   if (d.retiring) retire_if_done(d);
   if (d.returning) end_bypass_if_done(d);
 }
@@ -446,11 +449,9 @@ void Downstreams::on_returned(transport::OutboundLink& link, void* cookie) {
     d.spool->link_down();  // newest first: the spool's come back before the older slots'
     return;
   }
-  if (d.spool && d.spool->active()) {
-    // Posted before the spool started: older than anything in it, it goes out first again.
-    d.before_spool.push_front(static_cast<transport::Slot*>(cookie));
-    return;
-  }
+  --d.slots_in_flight;
+  // With the spool active: posted before it started, and older than anything in it (nothing
+  // went into it while this was out), so it goes in first (on_down pumps).
   d.waiting.push_front(static_cast<transport::Slot*>(cookie));
   if (d.dropping) drop_waiting(d);
 }
@@ -483,6 +484,9 @@ void Downstreams::on_down(transport::OutboundLink& link) {
   d.open = false;
   d.metrics.up->Set(0);
   peer_down_.went_down(d);
+  // The frames it handed back (at the front of `waiting`) go to the spool now, in order: their
+  // slots go back upstream once it has them.
+  if (d.spool && d.spool->active()) pump(d);
 }
 
 }  // namespace hoprelay::daemon
@@ -502,8 +506,7 @@ void Downstreams::retire_if_done(Downstream& d) {
   // So does a message half sent whose set holds it (it may not have reached it yet).
   auto done = [this](const Downstream& d) {
     return d.retiring && d.waiting.empty() && !d.open && !(d.link && d.link->in_flight() != 0) &&
-           !branch_sets_.holds(d) &&
-           (!d.spool || (d.spool->caught_up() && d.unsynced.empty() && d.before_spool.empty()));
+           !branch_sets_.holds(d) && (!d.spool || (d.spool->caught_up() && d.unsynced.empty()));
   };
   if (!done(d)) return;
   Downstream* dying = &d;

@@ -3,6 +3,8 @@
 // its slots go back upstream once the spool has them durably, and the branch is sent from the
 // spool until it has caught up. The spool itself is spool.h; a branch's use of it,
 // branch_spool.h.
+#include <prometheus/counter.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -36,8 +38,7 @@ void Downstreams::start_spooling(Downstream& d, bool down) {
   // A peer that left with nothing waiting for it (a consumer that exits after the stream's
   // end does) is said at info: nothing of it is on disk yet, and should it stay away while
   // messages come, the peer-down warning says so (peer_down.h).
-  const auto level = down && d.waiting.empty() && d.before_spool.empty() ? spdlog::level::info
-                                                                         : spdlog::level::warn;
+  const auto level = down && d.waiting.empty() ? spdlog::level::info : spdlog::level::warn;
   node_log().log(
       level,
       "downstream {} {} for {}: what is routed to it goes to its spool {} (at most {}) until it "
@@ -47,8 +48,54 @@ void Downstreams::start_spooling(Downstream& d, bool down) {
   pump(d);
 }
 
+void Downstreams::watch_frozen(Downstream& d, transport::EventLoop::Clock::time_point now) {
+  // Waiting for this node (a chunked message's next frame has not arrived) is not frozen.
+  const bool waits_for_us = d.open && d.link && d.link->credits() > 0;
+  if (d.slots_in_flight == 0 || !d.link || !d.link->up() || d.stand_in || waits_for_us) {
+    d.frozen_count = 0;
+    return;
+  }
+  if (d.slots_in_flight != d.frozen_count) {
+    d.frozen_count = d.slots_in_flight;
+    d.frozen_since = now;
+    return;
+  }
+  if (now - d.frozen_since < spec_->spool_after) return;
+  d.frozen_count = 0;
+  const std::string after = config::duration_text(spec_->spool_after);
+  node_log().warn(
+      "downstream {} acknowledged none of the {} frames sent to it before its spool started, "
+      "for {}, while its link stayed up (is its process stopped, or its host paused?): the "
+      "link is reset, those frames go to its spool and their slots back upstream; it gets "
+      "them again once it answers",
+      d.name, d.slots_in_flight, after);
+  metrics_.frozen(d.name).Increment();
+  d.link->reset("it acknowledged nothing for " + after + " (frozen?)");
+}
+
 void Downstreams::pump_spooled(Downstream& d) {
   BranchSpool& sp = *d.spool;
+  if (d.slots_in_flight > 0) {
+    // Frames sent from the slots before the spool started are still out: what waits is
+    // younger, so it goes into the spool only once they are acknowledged or handed back
+    // (on_acked, on_down pump again). A chunked message open on the link meanwhile gets its
+    // other frames from the slots too: its peer acknowledges none of it before its last. A
+    // peer that acknowledges none of them while its link stays up is frozen: watch_spools
+    // resets its link after spool_after.
+    while (d.open && !d.waiting.empty() && d.link && d.link->up() && bring_open_forward(d)) {
+      transport::Slot* s = d.waiting.front();
+      const transport::OutFrame f = frame_of(*s);
+      if (!paced(d, s->length) || !d.link->post(f)) break;
+      d.waiting.pop_front();
+      ++d.slots_in_flight;
+      note_posted(d, *s);
+    }
+    // A message still open on the link when the spool takes over goes on there first.
+    d.spool_open = d.open;
+    d.spool_open_origin = d.open_origin;
+    d.spool_open_seq = d.open_seq;
+    return;
+  }
   // Into the spool, in the order pump() would have posted them.
   const int64_t wall = d.waiting.empty() ? 0 : BranchSpool::wall_ns();
   while (!d.waiting.empty()) {
@@ -77,15 +124,6 @@ void Downstreams::pump_spooled(Downstream& d) {
   if (d.dropping && !d.waiting.empty()) drop_waiting(d);
 
   if (!d.link || !d.link->up()) return;
-  // The frames posted before the spool started, then the spool's, in order.
-  while (!d.before_spool.empty()) {
-    transport::Slot* s = d.before_spool.front();
-    transport::OutFrame f{s->origin, s->seq,   s->flags, s->payload(), s->length, s->memory,
-                          s,         s->chunk, s};
-    if (!paced(d, s->length) || !d.link->post(f)) return;
-    d.before_spool.pop_front();
-    note_posted(d, *s);
-  }
   transport::OutFrame f;
   while (d.link->credits() > 0 && sp.next(f)) {
     if (f.length > d.link->max_payload()) {
@@ -121,8 +159,8 @@ void Downstreams::pump_spooled(Downstream& d) {
   }
   // Caught up: the whole spool acknowledged, and credit to spare (a branch that started
   // spooling with its window full has taken none of the spool yet: it is still behind).
-  if (sp.caught_up() && d.waiting.empty() && d.unsynced.empty() && d.before_spool.empty() &&
-      d.link->credits() > 0 && sp.spool().end() > d.spool_started_at) {
+  if (sp.caught_up() && d.waiting.empty() && d.unsynced.empty() && d.link->credits() > 0 &&
+      sp.spool().end() > d.spool_started_at) {
     sp.deactivate();
     d.spool_open = false;
     node_log().info("downstream {} has caught up with its spool: it is sent to directly again",

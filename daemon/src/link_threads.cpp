@@ -99,6 +99,16 @@ class LinkThreads::Proxy final : public transport::OutboundLink {
     drop("closed on purpose");
   }
 
+  // As the real link's: the thread drops it, and its down event hands the frames back here.
+  void reset(std::string_view reason) override {
+    if (!up_ || closed_ || closing_) return;
+    Command c;
+    c.kind = CommandKind::kReset;
+    c.link = shared_.get();
+    c.text = new std::string(reason);  // a reset is rare: not per message
+    owner_.send_control(*shared_->worker, c);
+  }
+
   // The thread's events for this link (node's loop).
   void on_up(const Event& e) {
     if (closed_) return;
@@ -363,6 +373,11 @@ void LinkThreads::drain_commands(Worker& w) {
           s.failed_epoch = c.epoch;
         }
         break;
+      case CommandKind::kReset: {
+        std::unique_ptr<std::string> reason(c.text);
+        if (s.real && !s.closed && !s.destroyed) s.real->reset(*reason);
+        break;
+      }
       case CommandKind::kClose:
         s.closed = true;
         if (s.real) s.real->close();

@@ -77,6 +77,12 @@ NodeMetrics::NodeMetrics(const std::string& node, const std::string& transport,
                      .Name("hoprelay_link_reconnects_total")
                      .Help("Times an outbound link came up again after being down")
                      .Register(r);
+  frozen_ = &BuildCounter()
+                 .Name("hoprelay_downstream_frozen_total")
+                 .Help(
+                     "Times a spooled branch's link was reset because its peer acknowledged "
+                     "nothing for spool_after while the link stayed up (a stopped process)")
+                 .Register(r);
   rdma_connect_timeouts_ =
       &BuildCounter()
            .Name("hoprelay_rdma_connect_timeouts_total")
@@ -320,6 +326,10 @@ prometheus::Counter& NodeMetrics::rejected(const char* reason) {
 }
 prometheus::Counter& NodeMetrics::reconnects(const std::string& peer) {
   return reconnects_->Add({{"peer", peer}});
+}
+
+prometheus::Counter& NodeMetrics::frozen(const std::string& peer) {
+  return frozen_->Add({{"peer", peer}});
 }
 
 prometheus::Counter& NodeMetrics::rdma_connect_timeouts(const std::string& peer) {

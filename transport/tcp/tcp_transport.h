@@ -123,6 +123,9 @@ class TcpOutbound final : public OutboundLink, public EventLoop::Handler {
   uint32_t max_payload() const override { return up() ? peer_slot_size_ : 0; }
   bool post(const OutFrame& frame) override;
   void close() override;
+  void reset(std::string_view reason) override {
+    if (up()) drop(reason, true);
+  }
   void start();
 
  private:

@@ -204,6 +204,9 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
   uint32_t max_payload() const override { return up() ? peer_.slot_size : 0; }
   bool post(const OutFrame& frame) override;
   void close() override;
+  void reset(std::string_view reason) override {
+    if (up()) drop(reason, true);
+  }
 
  private:
   enum class State { kBackoff, kResolving, kConnecting, kAuthenticating, kUp, kClosed };

@@ -50,12 +50,18 @@ struct Downstream {
   uint32_t open_origin = 0;
   uint64_t open_seq = 0;
 
+  // Frames posted from the node's slots (not from the spool) and neither acknowledged nor
+  // handed back yet, on whichever link is the branch's.
+  uint32_t slots_in_flight = 0;
+
   // Downstreams, when the node spools (spool_dir): the branch's spool (branch_spool.h). While
   // it is active, what is routed here goes from `waiting` into the spool, in the order it
   // would have been posted (a chunked message's frames together: `spool_open` is to the spool
   // what `open` is to the link), and each slot stays in `unsynced` until the spool has it
-  // durably; `before_spool` holds frames that were posted before the spool started and came
-  // back with a link that went down: older than anything spooled, they go out first.
+  // durably. The frames sent from the slots before the spool started are older than anything
+  // it will hold: nothing goes into it until they are acknowledged or handed back (then they
+  // go first, from the front of `waiting`), so a branch never holds a slot for a frame that
+  // waits behind its spool.
   std::unique_ptr<BranchSpool> spool;
   // How long the branch must be out of credit before it is spooled (Downstreams::add): the
   // node's spool_after plus a grace per hop below the peer (downstreams.cpp, kSpoolGracePerHop).
@@ -71,8 +77,12 @@ struct Downstream {
   // How many of `unsynced`, from its front, the spool sync in flight covers (spool_syncer.h):
   // those go once it succeeds; the rest wait for the next.
   size_t syncing = 0;
-  RingQueue<transport::Slot*> before_spool;
   uint64_t spool_started_at = 0;  // the spool's end() when it started: caught up once past it
+  // Downstreams::watch_spools, for a spooled branch whose frames from the slots stay
+  // unacknowledged while its link is up (a frozen peer): slots_in_flight at the last look that
+  // saw it change, and when. Unchanged for spool_after, the link is reset.
+  uint32_t frozen_count = 0;
+  transport::EventLoop::Clock::time_point frozen_since{};
   bool spool_open = false;
   uint32_t spool_open_origin = 0;
   uint64_t spool_open_seq = 0;

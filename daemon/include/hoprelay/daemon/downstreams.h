@@ -135,6 +135,10 @@ class Downstreams {
   // queue; false when that frame has not arrived yet.
   bool bring_open_forward(Downstream& d);
   void note_posted(Downstream& d, const transport::Slot& s);
+  // The frame that forwards what `s` holds, `s` its cookie.
+  static transport::OutFrame frame_of(transport::Slot& s) {
+    return {s.origin, s.seq, s.flags, s.payload(), s.length, s.memory, &s, s.chunk, &s};
+  }
   // A branch of `s` is done with it: the slot goes back once every branch is.
   void branch_done(transport::Slot& s) {
     if (--held_.note(s).refs == 0) owner_.release(s);
@@ -165,6 +169,11 @@ class Downstreams {
   // pump() for a branch whose spool is active.
   void pump_spooled(Downstream& d);
   void start_spooling(Downstream& d, bool down);
+  // watch_spools, for a branch whose spool is active: frames from the slots out on a link that
+  // is up, none acknowledged for spool_after (and the peer not waiting for the rest of a
+  // chunked message): the peer is frozen, and its link is reset (transport.h, reset), so that
+  // they go to the spool and their slots back upstream.
+  void watch_frozen(Downstream& d, transport::EventLoop::Clock::time_point now);
   // The spool of `d` took no more (full, or the disk failed): said once per episode.
   void spool_refused(Downstream& d, Spool::Status st);
   // Makes what was spooled durable, then lets its slots go: deferred to the end of the loop

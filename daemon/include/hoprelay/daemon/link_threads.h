@@ -94,13 +94,14 @@ class LinkThreads {
     uint64_t peer_next_seq = 0;
     std::string* text = nullptr;  // control events only (not per message): owned by the event
   };
-  enum class CommandKind : uint8_t { kPost, kClose, kDestroy };
+  enum class CommandKind : uint8_t { kPost, kClose, kDestroy, kReset };
   struct Command {
     CommandKind kind = CommandKind::kPost;
     uint64_t epoch = 0;
     Shared* link = nullptr;
     transport::OutFrame frame;
     std::shared_ptr<Shared>* keep = nullptr;  // kDestroy: the thread's reference, owned
+    std::string* text = nullptr;              // kReset: its reason, owned
   };
   // An event taken out of the ring early (wait_for), with its outcome.
   struct Aside {

@@ -62,6 +62,8 @@ class NodeMetrics {
   prometheus::Counter& dropped(const char* reason);
   prometheus::Counter& rejected(const char* reason);
   prometheus::Counter& reconnects(const std::string& peer);
+  // A spooled branch's link reset because the peer acknowledged nothing while it stayed up.
+  prometheus::Counter& frozen(const std::string& peer);
   // Verbs: connect requests to the peer unanswered while the local port was ACTIVE.
   prometheus::Counter& rdma_connect_timeouts(const std::string& peer);
   prometheus::Gauge& slots_in_use();
@@ -116,6 +118,7 @@ class NodeMetrics {
   prometheus::Family<prometheus::Counter>* dropped_;
   prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Counter>* reconnects_;
+  prometheus::Family<prometheus::Counter>* frozen_;
   prometheus::Family<prometheus::Counter>* rdma_connect_timeouts_;
   prometheus::Family<prometheus::Counter>* wc_errors_;
   prometheus::Family<prometheus::Counter>* protocol_errors_;

@@ -144,6 +144,13 @@ class OutboundLink {
   virtual bool post(const OutFrame& frame) = 0;
   // Closes on purpose (BYE): unacknowledged frames come back through on_returned().
   virtual void close() = 0;
+  // Drops the connection as a failure would (no BYE: the peer is not answering), hands every
+  // unacknowledged frame back through on_returned(), reports the link down with `reason`, and
+  // reconnects with backoff. For a peer whose process stopped while its kernel keeps the
+  // connection open (SIGSTOP, a paused VM): its frames, held here until it acknowledges them,
+  // are given back to the owner instead. Nothing while the link is not up. An in-process link
+  // (a stand-in's) has no connection to drop: it ignores it.
+  virtual void reset(std::string_view reason) { (void)reason; }
   // The owner's state of this link, as InboundLink::context(): set by whoever connected it,
   // never read by the transport. Null until set.
   void* context() const { return context_; }
