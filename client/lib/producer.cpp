@@ -67,7 +67,9 @@ Producer::Producer(std::shared_ptr<const config::Topology> topology, const std::
                origin_, head_->name, node_->transport_name(), head_->listen.to_string(),
                counted(head_->downstream.size(), "link"));
   } else {
-    transport::TransportOptions topts{head_->transport, head_->listen, false, config::Poll::kEvent};
+    // The head's dead-peer bound: both ends of the link give up on the other alike.
+    transport::TransportOptions topts{head_->transport, head_->listen, false, config::Poll::kEvent,
+                                      head_->peer_dead_after};
     auto choice = transport::make_transport(topts, loop_, *this, id);
     transport_ = std::move(choice.transport);
     log().info("producer of origin {} to {} at {}: {}", origin_, head_->name,

@@ -29,9 +29,9 @@ using internal::node_name_charset_ok;
 const std::vector<std::string_view> kTopLevelKeys = {"pipeline", "nodes", "auth_key_file", "tls"};
 const std::vector<std::string_view> kTlsKeys = {"cert", "key", "ca"};
 const std::vector<std::string_view> kPipelineKeys = {
-    "name",      "transport",    "slot_size",         "slots",   "ingress",      "forward",
-    "poll",      "on_peer_down", "peer_down_timeout", "threads", "link_threads", "spool_dir",
-    "spool_max", "spool_after",  "rate_limit"};
+    "name",      "transport",    "slot_size",         "slots",          "ingress",      "forward",
+    "poll",      "on_peer_down", "peer_down_timeout", "threads",        "link_threads", "spool_dir",
+    "spool_max", "spool_after",  "rate_limit",        "peer_dead_after"};
 const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "metrics",
                                                  "downstream",
@@ -45,6 +45,7 @@ const std::vector<std::string_view> kNodeKeys = {"listen",
                                                  "poll",
                                                  "on_peer_down",
                                                  "peer_down_timeout",
+                                                 "peer_dead_after",
                                                  "cpu",
                                                  "threads",
                                                  "link_threads",
@@ -189,6 +190,7 @@ struct Settings {
   Poll poll = Poll::kEvent;
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);
+  std::chrono::milliseconds peer_dead_after = kDefaultPeerDeadAfter;
   uint32_t threads = 1;
   uint32_t link_threads = 0;
   std::string spool_dir;
@@ -384,6 +386,10 @@ class Validator {
       get_enum(e, name, internal::kOnPeerDownSpellings, &s.on_peer_down);
     } else if (e.key == "peer_down_timeout") {
       parse_peer_down_timeout(e, name, s);
+    } else if (e.key == "peer_dead_after") {
+      if (auto d = get_duration(e, name, kMinPeerDeadAfter, kMaxPeerDeadAfter)) {
+        s.peer_dead_after = *d;
+      }
     } else if (e.key == "slot_size") {
       parse_slot_size(e, name, s);
     } else if (e.key == "threads") {
@@ -758,6 +764,7 @@ class Validator {
     spec.poll = s.poll;
     spec.on_peer_down = s.on_peer_down;
     spec.peer_down_timeout = s.peer_down_timeout;
+    spec.peer_dead_after = s.peer_dead_after;
     spec.threads = s.threads;
     spec.link_threads = s.link_threads;
     spec.spool_dir = s.spool_dir;

@@ -44,7 +44,8 @@ Node::Node(std::shared_ptr<const config::Topology> topology, const std::string& 
         spec_->name, id.tls->names(), spec_->tls.cert, spec_->tls.ca);
   }
   admission_ = Admission(*topology_, *spec_);
-  transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll};
+  transport::TransportOptions options{spec_->transport, spec_->listen, true, spec_->poll,
+                                      spec_->peer_dead_after};
   auto choice = transport::make_transport(options, loop_, *this, id);
   transport_ = std::move(choice.transport);
   node_log().info("node {} of pipeline {}: transport {} ({})", spec_->name, topology_->name,

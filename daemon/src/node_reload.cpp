@@ -32,6 +32,7 @@ std::string Node::reload(std::shared_ptr<const config::Topology> next) {
   if (n->spool_dir != spec_->spool_dir) fixed.push_back("spool_dir");
   if (n->spool_max != spec_->spool_max) fixed.push_back("spool_max");
   if (n->spool_after != spec_->spool_after) fixed.push_back("spool_after");
+  if (n->peer_dead_after != spec_->peer_dead_after) fixed.push_back("peer_dead_after");
   if (n->tls.enabled() != spec_->tls.enabled()) fixed.push_back("tls");
   if (!fixed.empty()) {
     std::string names;

@@ -11,7 +11,8 @@
 # A shape SHAPE+lost (default last: tree:2+lost) runs with on_peer_down = "bypass", and host
 # FLEET_LOSE (default 1, a relay) is lost for good a third into the stream as in a power loss
 # (`fleet.sh lose`: its NIC, then its processes and namespace): its upstream learns of it only
-# from silence, stands in for it, and every other host's copy must still be byte-equal. A lost
+# from silence (peer_dead_after = "2s"), stands in for it, and every other host's copy must
+# still be byte-equal. A lost
 # host is gone for the rest of the run, so such a shape comes last.
 #   tests/fleet/test_fleet.sh BUILD_DIR
 # Exit 77 (skipped) without root or network namespaces.
@@ -71,7 +72,7 @@ for shape in "${shapes[@]}"; do
     ((lose > 0 && lose < hosts_n)) || fail "FLEET_LOSE=$lose: a host from 1 to $((hosts_n - 1))"
     grep -q "^\[nodes\.h$lose\]" <<<"$(awk '/^\[nodes\./ {n = $0} /^downstream = / {print n}' "$topo")" ||
       fail "$shape: host $lose is no relay in this shape: nothing to bypass (FLEET_LOSE)"
-    sed -i 's/^\[pipeline\]$/&\non_peer_down = "bypass"\npeer_down_timeout = "500ms"/' "$topo"
+    sed -i 's/^\[pipeline\]$/&\non_peer_down = "bypass"\npeer_down_timeout = "500ms"\npeer_dead_after = "2s"/' "$topo"
   fi
   # Node i is h<i>: the head h0 is a daemon, every other host a consumer that keeps a copy
   # (and relays it, where the plan gives it downstream peers).
@@ -153,7 +154,7 @@ for shape in "${shapes[@]}"; do
     fail "$shape: $elapsed s for $fanout copies at $rate: faster than the shaping allows"
   if ((lost > 0)); then
     # It was silence, not a reset, that failed the link, and the head stood in for the host.
-    grep -q "no transport acknowledgement from the peer for" "$work/h0.log" ||
+    grep -q "no transport acknowledgement from the peer for 2 s" "$work/h0.log" ||
       fail "$shape: the head did not fail its link to h$lost on the dead-peer bound"
     grep -q "downstream h$lost down for 500ms: standing in for it" "$work/h0.log" ||
       fail "$shape: the head did not stand in for h$lost"

@@ -18,11 +18,14 @@ constexpr uint64_t kMessages = 100000;
 constexpr const char* kRate = "20000";
 
 struct Chain {
-  // `c_extra`: more settings of c.
-  explicit Chain(const TempDir& dir, const std::string& c_extra = "")
-      : p(dir, {{"a", {"b"}},
-                {"b", {"c"}, "{ plugin = \"crc32c\", mode = \"stamp\" }"},
-                {"c", {}, sink(dir, "c"), c_extra}}) {
+  // `c_extra`: more settings of c; `pipeline_extra`: of [pipeline].
+  explicit Chain(const TempDir& dir, const std::string& c_extra = "",
+                 const std::string& pipeline_extra = "")
+      : p(dir,
+          {{"a", {"b"}},
+           {"b", {"c"}, "{ plugin = \"crc32c\", mode = \"stamp\" }"},
+           {"c", {}, sink(dir, "c"), c_extra}},
+          pipeline_extra) {
     p.start_all();
   }
   std::unique_ptr<Process> send() {
@@ -242,10 +245,12 @@ TEST(Faults, LinkCutThenRelayKilledBeforeItsDownstreamAcknowledged) {
 }
 
 // A peer that goes silent (its host died, its cable was pulled) sends no FIN and no RST. In a
-// network namespace of the test's own, loopback taken down for 15 s drops every packet of
-// every link: each must fail by itself within the dead-peer bound (10 s, dead_peer.h) instead
-// of TCP's 15 minutes of retransmissions, then reconnect and replay once loopback is back.
-TEST(Faults, SilentNetworkFailsLinksWithinTheDeadPeerBound) {
+// network namespace of the test's own, loopback taken down for `silence` drops every packet of
+// every link: each must fail by itself within the dead-peer bound (peer_dead_after, 10 s by
+// default; `bound` is how the log says it) instead of TCP's 15 minutes of retransmissions, then
+// reconnect and replay once loopback is back.
+void silent_network_fails_links_within(const std::string& pipeline_extra,
+                                       std::chrono::seconds silence, const std::string& bound) {
   if (::unshare(CLONE_NEWNET) != 0) {
     if (std::getenv("CI") != nullptr && std::string(std::getenv("CI")) == "true") {
       FAIL() << "unshare(CLONE_NEWNET) failed: CI runs the tests as root";
@@ -258,19 +263,29 @@ TEST(Faults, SilentNetworkFailsLinksWithinTheDeadPeerBound) {
   };
   lo("up");
   TempDir dir;
-  Chain chain(dir);
+  Chain chain(dir, "", pipeline_extra);
   auto producer = chain.send();
   ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", kMessages / 5); }, 30s));
   lo("down");
-  std::this_thread::sleep_for(15s);
+  std::this_thread::sleep_for(silence);
   lo("up");
   finish(dir, chain, *producer);
-  const std::string reason =
-      "down: no transport acknowledgement from the peer for 10 s: its host is down or unreachable";
+  const std::string reason = "down: no transport acknowledgement from the peer for " + bound +
+                             ": its host is down or unreachable";
   EXPECT_NE(read_file(dir / "a.log").find("outbound link to b " + reason), std::string::npos)
       << read_file(dir / "a.log");
   EXPECT_NE(read_file(dir / "b.log").find("outbound link to c " + reason), std::string::npos)
       << read_file(dir / "b.log");
+}
+
+TEST(Faults, SilentNetworkFailsLinksWithinTheDeadPeerBound) {
+  silent_network_fails_links_within("", 15s, "10 s");
+}
+
+// peer_dead_after = "2s": the same silence, 5 s of it, fails every link on the shorter bound
+// (a power-lost relay is then bypassed within it plus peer_down_timeout).
+TEST(Faults, SilentNetworkFailsLinksWithinAShorterPeerDeadAfter) {
+  silent_network_fails_links_within("peer_dead_after = \"2s\"\n", 5s, "2 s");
 }
 
 // b's upstream dies while b holds slots that are released out of order (round robin: the

@@ -1011,6 +1011,32 @@ TEST(ConfigTest, PeerDownTimeoutThatDoesNotValidate) {
   EXPECT_NO_THROW(parse_topology(node_a("peer_down_timeout = \"24h\"\n"), "t"));
 }
 
+// peer_dead_after: the dead-peer bound of a node's links, a pipeline default and a node's
+// override, within 500ms and 10min (its errors name the key's place).
+TEST(ConfigTest, PeerDeadAfterDefaultsOverridesAndRange) {
+  Topology plain = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t");
+  EXPECT_EQ(plain.nodes[0].peer_dead_after, std::chrono::seconds(10));
+  Topology t = parse_topology(R"([pipeline]
+name = "p"
+peer_dead_after = "2s"
+[nodes.a]
+listen = "h:1"
+[nodes.b]
+listen = "h:2"
+peer_dead_after = "750ms"
+)",
+                              "t");
+  EXPECT_EQ(t.nodes[0].peer_dead_after, std::chrono::seconds(2));
+  EXPECT_EQ(t.nodes[1].peer_dead_after, std::chrono::milliseconds(750));
+  expect_error(node_a("peer_dead_after = \"100ms\"\n"), 5, 19,
+               "nodes.a.peer_dead_after \"100ms\" is out of range: must be between 500ms and 10m");
+  expect_error(pipeline_with("peer_dead_after = \"1h\"\n"), 3, 19, "is out of range");
+  expect_error(node_a("peer_dead_after = 2\n"), 5, 19,
+               "nodes.a.peer_dead_after must be a duration such as \"30s\", got integer");
+  EXPECT_NO_THROW(parse_topology(node_a("peer_dead_after = \"500ms\"\n"), "t"));
+  EXPECT_NO_THROW(parse_topology(node_a("peer_dead_after = \"10m\"\n"), "t"));
+}
+
 TEST(ConfigTest, SpoolKeysDefaultsOverridesAndPaths) {
   Topology plain = parse_topology(with_pipeline("[nodes.a]\nlisten = \"h:1\"\n"), "t");
   EXPECT_EQ(plain.nodes[0].spool_dir, "");

@@ -10,10 +10,12 @@ namespace hoprelay::transport {
 TransportChoice make_transport(const TransportOptions& options, EventLoop& loop, LinkEvents& events,
                                Identity identity) {
   auto make_tcp = [&] {
-    return std::make_unique<tcp::TcpTransport>(loop, events, std::move(identity), options.poll);
+    return std::make_unique<tcp::TcpTransport>(loop, events, std::move(identity), options.poll,
+                                               options.dead_after);
   };
   auto make_verbs = [&] {
-    return std::make_unique<verbs::VerbsTransport>(loop, events, std::move(identity), options.poll);
+    return std::make_unique<verbs::VerbsTransport>(loop, events, std::move(identity), options.poll,
+                                                   options.dead_after);
   };
   std::string why;
   switch (options.kind) {

@@ -41,13 +41,13 @@ spdlog::logger& log() {
   return *logger;
 }
 
+}  // namespace
+
 // Why a socket call failed, for the log and `hoprelay status`: ETIMEDOUT on an established link
 // is the dead-peer bound of tune_socket(), which says more than "Connection timed out".
-std::string socket_error(int err) {
-  return err == ETIMEDOUT ? dead_peer_reason() : std::string(std::strerror(err));
+std::string TcpTransport::failure_reason(int err) const {
+  return err == ETIMEDOUT ? dead_peer_reason(dead_after_) : std::string(std::strerror(err));
 }
-
-}  // namespace
 
 // ---------------------------------------------------------------- TcpInbound
 
@@ -112,7 +112,7 @@ bool TcpInbound::read_some() {
       return false;
     }
     if (errno == EAGAIN || errno == EINTR) return true;
-    fail(errno == EPROTO && tls_ ? tls_->why() : socket_error(errno));
+    fail(errno == EPROTO && tls_ ? tls_->why() : transport_.failure_reason(errno));
     return false;
   }
   return state_ != State::kClosed;
@@ -256,7 +256,9 @@ bool TcpInbound::flush_control() {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-    fail(n == 0 ? "send returned 0" : errno == EPROTO && tls_ ? tls_->why() : socket_error(errno));
+    fail(n == 0                    ? "send returned 0"
+         : errno == EPROTO && tls_ ? tls_->why()
+                                   : transport_.failure_reason(errno));
     return false;
   }
   bool want = ctl_off_ != ctl_len_;
@@ -314,7 +316,7 @@ bool TcpOutbound::read_control() {
         }
         return false;
       }
-      drop(socket_error(errno), true);
+      drop(transport_.failure_reason(errno), true);
       return false;
     }
     rx_len_ += size_t(n);
@@ -475,7 +477,7 @@ void TcpOutbound::flush() {
     ssize_t n = link_sendv(fd_, tls_.get(), iov, n_iov);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
-      drop(errno == EPROTO && tls_ ? tls_->why() : socket_error(errno), true);
+      drop(errno == EPROTO && tls_ ? tls_->why() : transport_.failure_reason(errno), true);
       return;
     }
     // Advance over fully written frames.

@@ -58,11 +58,12 @@ HeapRegion::~HeapRegion() {
 // ---------------------------------------------------------------- TcpTransport
 
 TcpTransport::TcpTransport(EventLoop& loop, LinkEvents& events, Identity identity,
-                           config::Poll poll)
+                           config::Poll poll, std::chrono::milliseconds dead_after)
     : loop_(loop),
       events_(events),
       identity_(std::move(identity)),
-      busy_(poll == config::Poll::kBusy) {
+      busy_(poll == config::Poll::kBusy),
+      dead_after_(dead_after) {
   // Busy: the loop never sleeps in epoll_wait, so a frame is read on the next turn of the spin
   // instead of after the wake-up of a sleeping thread. That trades a core for latency.
   loop_.set_spin(busy_);
@@ -82,17 +83,19 @@ void TcpTransport::tune_socket(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   // A peer whose host died or whose cable was pulled sends no FIN or RST: without these the
   // kernel retransmits for about 15 minutes (tcp_retries2) while the messages wait for it, and
-  // an idle link never notices. Data unacknowledged for kDeadPeerTimeout fails the socket with
-  // ETIMEDOUT; so does an idle link whose keepalive probes (from 2 s of silence, one a second)
-  // go unanswered that long, since TCP_USER_TIMEOUT also bounds keepalive. Backpressure never
+  // an idle link never notices. Data unacknowledged for dead_after_ (peer_dead_after) fails the
+  // socket with ETIMEDOUT; so does an idle link whose keepalive probes (from half of it of
+  // silence, at least 1 s, one a second) go unanswered that long, since TCP_USER_TIMEOUT also
+  // bounds keepalive. Backpressure never
   // trips it: credits keep a sender from filling a receiver that still reads. A receiver whose
   // daemon stops reading altogether (frozen, SIGSTOP) leaves a zero window, which Linux also
   // gives up on after the timeout even though the probes are answered: that link fails and
   // replays like any other, where over verbs the NIC acknowledges for the frozen daemon and its
   // service watchdog restarts it (docs/transport.md).
-  int user_timeout_ms = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(kDeadPeerTimeout).count());
-  int idle_s = 2, interval_s = 1, probes = static_cast<int>(kDeadPeerTimeout.count());
+  const int64_t dead_ms = dead_after_.count();
+  int user_timeout_ms = static_cast<int>(dead_ms);
+  int idle_s = static_cast<int>(std::clamp<int64_t>(dead_ms / 2000, 1, 2)), interval_s = 1;
+  int probes = static_cast<int>(std::max<int64_t>(1, (dead_ms + 999) / 1000));
   setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));

@@ -194,8 +194,10 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
  public:
   // poll = kBusy: the event loop spins (EventLoop::set_spin) for as long as the transport
   // lives, and sockets ask for SO_BUSY_POLL.
+  // dead_after: the dead-peer bound of its sockets (tune_socket).
   TcpTransport(EventLoop& loop, LinkEvents& events, Identity identity,
-               config::Poll poll = config::Poll::kEvent);
+               config::Poll poll = config::Poll::kEvent,
+               std::chrono::milliseconds dead_after = config::kDefaultPeerDeadAfter);
   ~TcpTransport() override;
 
   std::string_view name() const override { return "tcp"; }
@@ -218,6 +220,8 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   // Options of every link's socket, accepted or connecting: TCP_NODELAY, and in busy mode
   // SO_BUSY_POLL.
   void tune_socket(int fd);
+  // Why a socket failed with `err`: ETIMEDOUT is the dead-peer bound.
+  std::string failure_reason(int err) const;
 
  private:
   EventLoop& loop_;
@@ -225,6 +229,7 @@ class TcpTransport final : public Transport, public EventLoop::Handler {
   Identity identity_;
   bool busy_ = false;
   bool busy_poll_refused_ = false;  // SO_BUSY_POLL was refused once: not asked again
+  std::chrono::milliseconds dead_after_;
   ListenParams listen_;
   int listen_fd_ = -1;
   EventLoop::TimerId accept_pause_ = 0;  // out of descriptors: accepting again after it

@@ -18,11 +18,10 @@ constexpr uint32_t kSignalEvery = 16;
 constexpr int kPollBatch = 32;
 
 // How long frames may sit unacknowledged, with no credit coming back, before the sender checks
-// that the peer's QP is still there.
-constexpr auto kProbeEvery = std::chrono::milliseconds(1000);
-// How long a signaled send may wait for its completion, with no other send completing, before
-// the peer counts as dead (send_watchdog.h, dead_peer.h): in probe intervals.
-constexpr uint32_t kDeadPeerTicks = kDeadPeerTimeout / kProbeEvery;
+// that the peer's QP is still there, and how many such intervals a signaled send may wait for
+// its completion, with no other send completing, before the peer counts as dead
+// (send_watchdog.h, dead_peer.h): VerbsTransport::probe_every() and dead_ticks(), from
+// peer_dead_after.
 
 // The reason text for a failed work completion (logged once, when the link fails).
 std::string wc_error(const ibv_wc& wc) {
@@ -199,11 +198,11 @@ bool VerbsInbound::post_control(const std::byte* frame, uint32_t length) {
 // whole dead-peer timeout, the sender's host is gone (send_watchdog.h) and the link fails
 // (otherwise it would hold its ring, and a producer's origin, until the peer came back).
 void VerbsInbound::schedule_watch() {
-  watch_timer_ = transport_.loop().after(kProbeEvery, [this] {
+  watch_timer_ = transport_.loop().after(transport_.probe_every(), [this] {
     watch_timer_ = 0;
     if (state_ != State::kUp) return;
-    if (watch_.tick(kDeadPeerTicks)) {
-      return fail(dead_peer_reason());
+    if (watch_.tick(transport_.dead_ticks())) {
+      return fail(dead_peer_reason(transport_.dead_after()));
     }
     schedule_watch();
   });
@@ -428,11 +427,11 @@ bool VerbsOutbound::on_outcome_frame(const FrameHeader& h, const std::byte* body
 // ring that is not remotely writable (ListenParams::remote_write).
 // A peer that is merely slow (backpressure) acknowledges the probe at the transport level.
 void VerbsOutbound::schedule_probe() {
-  probe_timer_ = transport_.loop().after(kProbeEvery, [this] {
+  probe_timer_ = transport_.loop().after(transport_.probe_every(), [this] {
     probe_timer_ = 0;
     if (state_ != State::kUp) return;
-    if (watch_.tick(kDeadPeerTicks)) {
-      return drop(dead_peer_reason(), true);
+    if (watch_.tick(transport_.dead_ticks())) {
+      return drop(dead_peer_reason(transport_.dead_after()), true);
     }
     if (!ledger_.empty() && ledger_.acked() == acked_at_last_probe_) probe();
     acked_at_last_probe_ = ledger_.acked();

@@ -236,8 +236,12 @@ namespace hoprelay::transport::verbs {
 // ---------------------------------------------------------------- transport
 
 VerbsTransport::VerbsTransport(EventLoop& loop, LinkEvents& events, Identity identity,
-                               config::Poll poll)
-    : loop_(loop), events_(events), identity_(std::move(identity)), poll_(poll) {
+                               config::Poll poll, std::chrono::milliseconds dead_after)
+    : loop_(loop),
+      events_(events),
+      identity_(std::move(identity)),
+      poll_(poll),
+      dead_after_(dead_after) {
   cm_channel_.reset(check_ptr(rdma_create_event_channel(), "rdma_create_event_channel"));
   set_nonblocking(cm_channel_->fd);
   cm_events_.t = this;

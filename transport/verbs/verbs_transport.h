@@ -267,7 +267,9 @@ class VerbsOutbound final : public OutboundLink, public CmHandler, public CqHand
 
 class VerbsTransport final : public Transport {
  public:
-  VerbsTransport(EventLoop& loop, LinkEvents& events, Identity identity, config::Poll poll);
+  // dead_after: peer_dead_after, the links' dead-peer bound (probe_every, dead_ticks).
+  VerbsTransport(EventLoop& loop, LinkEvents& events, Identity identity, config::Poll poll,
+                 std::chrono::milliseconds dead_after = config::kDefaultPeerDeadAfter);
   ~VerbsTransport() override;
 
   std::string_view name() const override { return "verbs"; }
@@ -285,6 +287,16 @@ class VerbsTransport final : public Transport {
   const ListenParams& listen_params() const { return listen_; }
   rdma_event_channel* cm_channel() { return cm_channel_.get(); }
   bool busy_poll() const { return poll_ == config::Poll::kBusy; }
+  // Liveness (verbs_datapath.cpp): a link probes a peer that has not acknowledged for an
+  // interval, and fails once a send has waited dead_ticks() intervals for its completion. A
+  // second, or a quarter of a shorter bound.
+  std::chrono::milliseconds dead_after() const { return dead_after_; }
+  std::chrono::milliseconds probe_every() const {
+    return std::min(std::chrono::milliseconds(1000), dead_after_ / 4);
+  }
+  uint32_t dead_ticks() const {
+    return static_cast<uint32_t>(std::max<int64_t>(1, dead_after_ / probe_every()));
+  }
 
   // The PD and completion channel of the device, opened on first use (the PD: the owner's,
   // after speak_for). Throws when a second, different device shows up: slots are
@@ -338,6 +350,7 @@ class VerbsTransport final : public Transport {
   LinkEvents& events_;
   Identity identity_;
   config::Poll poll_;
+  std::chrono::milliseconds dead_after_;
   ListenParams listen_;
   // Destroyed in reverse: links, listener, completion channel, PD, cm channel.
   CmChannel cm_channel_;

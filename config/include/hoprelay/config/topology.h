@@ -121,6 +121,8 @@ struct NodeSpec {
   Poll poll = Poll::kEvent;
   OnPeerDown on_peer_down = OnPeerDown::kBlock;
   std::chrono::milliseconds peer_down_timeout = std::chrono::seconds(30);  // with kDropAfter
+  // The dead-peer bound of this node's links, both directions (kMinPeerDeadAfter above).
+  std::chrono::milliseconds peer_dead_after = kDefaultPeerDeadAfter;
   // Spooling (docs/topology.md, "Spooling a slow or down branch"): the directory under which
   // the node keeps a spool per downstream peer (`<spool_dir>/<node>/<peer>`; empty: no
   // spooling; a relative path is resolved against the topology file's directory), the most

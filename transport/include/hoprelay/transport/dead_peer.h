@@ -10,15 +10,17 @@
 
 namespace hoprelay::transport {
 
-// Longer than any acknowledgement delay of a live peer, even under emulation (rxe in a TCG
-// guest acknowledges within a second); a cable pulled for less may or may not fail the link,
+// The bound is the topology's peer_dead_after (config/topology.h: kDefaultPeerDeadAfter, 10 s,
+// is longer than any acknowledgement delay of a live peer, even under emulation: rxe in a TCG
+// guest acknowledges within a second). A cable pulled for less may or may not fail the link,
 // and either way nothing is lost.
-inline constexpr std::chrono::seconds kDeadPeerTimeout{10};
 
 // The reason a link fails with, in the log and in `hoprelay status`.
-inline std::string dead_peer_reason() {
+inline std::string dead_peer_reason(std::chrono::milliseconds after) {
+  const int64_t ms = after.count();
   return "no transport acknowledgement from the peer for " +
-         std::to_string(kDeadPeerTimeout.count()) + " s: its host is down or unreachable";
+         (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms") +
+         ": its host is down or unreachable";
 }
 
 }  // namespace hoprelay::transport

@@ -276,6 +276,8 @@ struct TransportOptions {
   config::Endpoint address;
   bool local = true;
   config::Poll poll = config::Poll::kEvent;
+  // The dead-peer bound of every link (config's peer_dead_after; dead_peer.h).
+  std::chrono::milliseconds dead_after = config::kDefaultPeerDeadAfter;
 };
 
 class Transport {
