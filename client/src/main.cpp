@@ -223,6 +223,7 @@ int main(int argc, char** argv) {
   uint64_t count = 0;
   int connect_timeout = 30;
   int close_timeout = 10;
+  int wait_all = 0;
   std::string log_level = "warn";
   send->add_option("--topology,-t", path, "Topology TOML file")->required();
   send->add_option("--to", to, "Head node to send to")->required();
@@ -277,6 +278,16 @@ int main(int argc, char** argv) {
                    "Seconds to wait at the end for the end-of-stream mark's acknowledgement "
                    "(0: as long as it takes)")
       ->check(CLI::Range(0, 86400));
+  auto* wait_all_opt =
+      send->add_option("--wait-all", wait_all,
+                       "Then wait up to SECONDS (0: as long as it takes) until every host has "
+                       "every message: what was acknowledged while a branch was spooled reaches "
+                       "it once that spool drains. Exits 4 when some host does not have "
+                       "everything by then, naming it and why")
+          ->check(CLI::Range(0, 86400));
+  send->add_flag("--json", opts.json,
+                 "The summary as one JSON object on standard output (counts, drops, spools, "
+                 "whether every host has everything, the exit code)");
   add_tls_options(send, opts.tls, "the producer's", "the head's");
   send->add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -431,5 +442,7 @@ int main(int argc, char** argv) {
   opts.fill_header = fill == "header";
   opts.connect_timeout_ms = connect_timeout * 1000;
   opts.close_timeout_ms = close_timeout == 0 ? -1 : close_timeout * 1000;
+  opts.wait_all = wait_all_opt->count() > 0;
+  opts.wait_all_ms = wait_all == 0 ? -1 : wait_all * 1000;
   return client::exit_status(client::run_send(opts));
 }

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "hoprelay/client.hpp"
+#include "hoprelay/config/topology.h"
 #include "hoprelay/stages/pattern.h"
 #include "spdlog/spdlog.h"
+#include "spool_wait.h"
 #include "stop_signals.h"
 #include "streams.h"
 
@@ -379,11 +381,24 @@ class Outcomes {
   }
   uint64_t dropped() const { return dropped_; }
   uint64_t repeats() const { return repeats_; }
+  const Spooled& spooled() const { return spooled_; }
+  // The drops by place and reason, for the JSON summary: "[{...}, ...]".
+  std::string drops_json() const {
+    std::map<std::pair<std::string, std::string>, uint64_t> by;
+    for (const auto& [key, n] : by_place_) by[{std::get<0>(key), std::get<1>(key)}] += n;
+    std::string out = "[";
+    for (const auto& [key, n] : by) {
+      out += (out.size() > 1 ? ", " : "") + std::string("{\"at\": \"") + key.first +
+             "\", \"reason\": \"" + key.second + "\", \"messages\": " + std::to_string(n) + "}";
+    }
+    return out + "]";
+  }
   // "10 of 10 messages dropped at b: stage_error (crc32c: ...)", one line per place; the
   // repeats; nothing when everything was delivered.
-  void print(uint64_t messages, uint64_t delivered) const {
+  // `lines`: the spooled lines on standard output (not with --json, whose summary has them).
+  void print(uint64_t messages, uint64_t delivered, bool lines = true) const {
     // Delivered, but for a branch that takes them later from a spool (docs/topology.md).
-    for (const auto& [key, n] : spooled_) {
+    for (const auto& [key, n] : lines ? spooled_ : Spooled{}) {
       std::printf("%llu delivered, of which %llu still spooled at %s for %s\n",
                   static_cast<unsigned long long>(delivered), static_cast<unsigned long long>(n),
                   key.first.c_str(), key.second.c_str());
@@ -433,7 +448,7 @@ class Outcomes {
   uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0, unnamed_ = 0;
   uint64_t first_repeat_ = 0, last_repeat_ = 0;
   std::map<std::tuple<std::string, std::string, std::string>, uint64_t> by_place_;
-  std::map<std::pair<std::string, std::string>, uint64_t> spooled_;  // (node, branch)
+  Spooled spooled_;  // (node, branch)
 };
 
 // While the producer waits for the head to accept it (up to --connect-timeout), one line a
@@ -524,6 +539,75 @@ int report_interrupted(Producer& p, bool ending, bool run_head) {
   return 128 + stop_signal();
 }
 
+std::string json_text(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// --wait-all: waits for the spools that hold part of the stream (spool_wait.h) and says which
+// hosts do not have everything at the end, on standard error. True when every host has it.
+bool wait_all(const SendOptions& o, const Spooled& spooled, SpoolWaitResult& result) {
+  if (spooled.empty()) return true;
+  const config::Topology topology =
+      config::load_topology(o.topology, config::PluginCheck{config::PluginCheck::Mode::kNone, ""});
+  result = wait_for_spools(topology, spooled, std::chrono::milliseconds(o.wait_all_ms),
+                           ::isatty(STDERR_FILENO), [] { return stop_signal() != 0; });
+  if (result.behind.empty()) {
+    if (!o.json) {
+      std::printf(
+          "every host has every message: the spools that held part of it drained in %.1f s\n",
+          result.seconds);
+    }
+    return true;
+  }
+  for (const auto& b : result.behind) {
+    std::string hosts;
+    for (const auto& h : b.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+    std::fprintf(stderr,
+                 "hoprelay send: not every host has everything yet after %.0f s: %s (%llu of this "
+                 "stream's messages were spooled at %s for %s: %s)\n",
+                 result.seconds, hosts.c_str(), static_cast<unsigned long long>(b.spooled),
+                 b.at.c_str(), b.branch.c_str(), b.why.c_str());
+  }
+  return false;
+}
+
+// --json: the summary, one object on one line.
+void print_json(uint32_t origin, uint64_t messages, uint64_t bytes, double secs, uint64_t delivered,
+                const Outcomes& outcomes, bool waited, const SpoolWaitResult& wait, bool complete,
+                int code) {
+  std::string spooled = "[";
+  for (const auto& [key, n] : outcomes.spooled()) {
+    const SpoolWaitResult::Behind* behind = nullptr;
+    for (const auto& b : wait.behind) {
+      if (b.at == key.first && b.branch == key.second) behind = &b;
+    }
+    std::string left =
+        waited ? (behind && behind->left >= 0 ? std::to_string(static_cast<uint64_t>(behind->left))
+                  : behind                    ? "null"
+                                              : "0")
+               : "null";
+    spooled += (spooled.size() > 1 ? ", " : "") + std::string("{\"at\": ") + json_text(key.first) +
+               ", \"for\": " + json_text(key.second) + ", \"messages\": " + std::to_string(n) +
+               ", \"left\": " + left +
+               (behind ? ", \"why\": " + json_text(behind->why) : std::string()) + "}";
+  }
+  spooled += "]";
+  std::printf(
+      "{\"origin\": %u, \"messages\": %llu, \"bytes\": %llu, \"seconds\": %.3f, \"delivered\": "
+      "%llu, \"dropped\": %llu, \"repeats\": %llu, \"drops\": %s, \"spooled\": %s, "
+      "\"waited_seconds\": %.1f, \"complete\": %s, \"exit\": %d}\n",
+      origin, static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes),
+      secs, static_cast<unsigned long long>(delivered),
+      static_cast<unsigned long long>(outcomes.dropped()),
+      static_cast<unsigned long long>(outcomes.repeats()), outcomes.drops_json().c_str(),
+      spooled.c_str(), wait.seconds, complete ? "true" : "false", code);
+}
+
 }  // namespace
 
 int run_send(const SendOptions& o) {
@@ -590,25 +674,42 @@ int run_send(const SendOptions& o) {
     }
     if (secs <= 0) secs = 1e-9;
     const uint64_t delivered = stats.acknowledged - outcomes.dropped() - outcomes.repeats();
-    std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)%s\n",
-                static_cast<unsigned long long>(stats.acknowledged),
-                static_cast<unsigned long long>(s.bytes()), secs, double(stats.acknowledged) / secs,
-                double(s.bytes()) * 8 / secs / 1e9, origin,
-                delivered == stats.acknowledged
-                    ? ""
-                    : (": " + std::to_string(delivered) + " delivered, " +
-                       std::to_string(outcomes.dropped()) + " dropped, " +
-                       std::to_string(outcomes.repeats()) +
-                       (o.resume ? " the head had already (resumed)" : " repeats"))
-                          .c_str());
-    if (stats.reconnects || stats.failovers) {
+    if (!o.json)
+      std::printf("sent %llu messages, %llu bytes in %.3f s: %.0f msg/s, %.3f Gb/s (origin %u)%s\n",
+                  static_cast<unsigned long long>(stats.acknowledged),
+                  static_cast<unsigned long long>(s.bytes()), secs,
+                  double(stats.acknowledged) / secs, double(s.bytes()) * 8 / secs / 1e9, origin,
+                  delivered == stats.acknowledged
+                      ? ""
+                      : (": " + std::to_string(delivered) + " delivered, " +
+                         std::to_string(outcomes.dropped()) + " dropped, " +
+                         std::to_string(outcomes.repeats()) +
+                         (o.resume ? " the head had already (resumed)" : " repeats"))
+                            .c_str());
+    if ((stats.reconnects || stats.failovers) && !o.json) {
       std::printf(
           "the link to the head came back %llu time%s; the producer moved between the head "
           "and its standby %llu time%s\n",
           static_cast<unsigned long long>(stats.reconnects), stats.reconnects == 1 ? "" : "s",
           static_cast<unsigned long long>(stats.failovers), stats.failovers == 1 ? "" : "s");
     }
-    outcomes.print(stats.sent, delivered);
+    outcomes.print(stats.sent, delivered, !o.json);
+    // Every host has it once nothing of it waits in a spool (--wait-all waits for that).
+    SpoolWaitResult waited;
+    const bool everywhere = o.wait_all && !closed ? wait_all(o, outcomes.spooled(), waited)
+                                                  : outcomes.spooled().empty();
+    int code = 0;
+    if (closed) {
+      code = exit_code_of(closed->status());
+    } else if (outcomes.dropped() || (outcomes.repeats() && !o.resume)) {
+      code = 3;
+    } else if (!everywhere && o.wait_all) {
+      code = 4;
+    }
+    if (o.json) {
+      print_json(origin, stats.acknowledged, s.bytes(), secs, delivered, outcomes, o.wait_all,
+                 waited, everywhere && !closed && outcomes.dropped() == 0, code);
+    }
     if (closed) {
       std::fprintf(stderr,
                    "hoprelay send: %s: every message was acknowledged, the end-of-stream mark %s\n",
@@ -620,9 +721,9 @@ int run_send(const SendOptions& o) {
                          "(it waits up to its peer_down_timeout, 30 s unless set, for each "
                          "branch's copy) keeps it. --close-timeout SECONDS waits longer (0: as "
                          "long as it takes)");
-      return exit_code_of(closed->status());
+      return code;
     }
-    if (outcomes.dropped() || (outcomes.repeats() && !o.resume)) return 3;
+    if (code != 0) return code;
   } catch (const Interrupted&) {
     return report_interrupted(*producer, ending, o.run_head);
   } catch (const Error& e) {

@@ -69,6 +69,12 @@ struct SendOptions {
   TlsFiles tls;
   // How long the close waits for the end mark's acknowledgement (-1: as long as it takes).
   int close_timeout_ms = 10000;
+  // --wait-all: then wait until every host has every message (spool_wait.h), up to
+  // wait_all_ms (-1: as long as it takes).
+  bool wait_all = false;
+  int wait_all_ms = -1;
+  // --json: the summary as one JSON object on standard output instead of its lines.
+  bool json = false;
 };
 // Prints the summary line; returns the process's exit status.
 int run_send(const SendOptions& options);

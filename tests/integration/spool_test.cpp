@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "harness.h"
 #include "pipeline.h"
@@ -120,6 +121,46 @@ TEST(Spool, ALeafDownForTheWholeStreamCatchesUpFromTheSpoolExactlyOnceAndInOrder
   s.p.stop_all();
   expect_clean(read_report(dir / "b.json"), kMessages + 1000);
   expect_clean(read_report(dir / "c.json"), kMessages + 1000);
+}
+
+// `hoprelay send --wait-all`: acknowledged is not everywhere while a branch is spooled. With c
+// down, the wait runs out and send exits 4 naming c, why, and its --json summary says so; with
+// c started while a second send waits, that send exits 0 once a's spool for c has drained.
+TEST(Spool, SendWaitsUntilEveryHostHasItAndNamesTheHostThatDoesNot) {
+  TempDir dir;
+  Spooled s(dir, spooling(dir));
+  s.p.start_up({"b", "a"});  // c is down
+  RunResult first = s.p.send("a", 2000, 256, {"--wait-all", "2", "--json"});
+  EXPECT_EQ(first.code, 4) << first.output;
+  EXPECT_NE(first.output.find("hoprelay send: not every host has everything yet after "),
+            std::string::npos)
+      << first.output;
+  EXPECT_NE(first.output.find(" s: c (2000 of this stream's messages were spooled at a for c: "
+                              "2,001 frames wait in a's spool for c (a's link to it is down))"),
+            std::string::npos)
+      << first.output;
+  EXPECT_NE(first.output.find("\"spooled\": [{\"at\": \"a\", \"for\": \"c\", \"messages\": "
+                              "2000, \"left\": 2001, "),
+            std::string::npos)
+      << first.output;
+  EXPECT_NE(first.output.find("\"complete\": false, \"exit\": 4}"), std::string::npos)
+      << first.output;
+  EXPECT_EQ(first.output.find("sent 2000 messages"), std::string::npos) << "--json: no lines";
+
+  auto second = s.p.start_send("a", 1000, 256, {"--origin", "2", "--wait-all", "0"});
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "b", 1000); }, 20s));
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_TRUE(second->running()) << "done while c has none of it: " << second->output();
+  s.p.start_up({"c"});
+  EXPECT_EQ(second->wait(60s), 0) << second->output();
+  EXPECT_NE(second->output().find("every host has every message: the spools that held part of "
+                                  "it drained in "),
+            std::string::npos)
+      << second->output();
+  ASSERT_TRUE(wait_until([&] { return report_has(dir, "c", 3000); }, 10s));
+  s.p.stop_all();
+  expect_clean(read_report(dir / "b.json"), 3000);
+  expect_clean(read_report(dir / "c.json"), 3000);
 }
 
 TEST(Spool, ANodeKilledWithItsSpoolFullOfMessagesSendsThemAfterItsRestartExactlyOnce) {
