@@ -408,7 +408,10 @@ T
 # Spooling over verbs (docs/topology.md, "Spooling a slow or down branch"): a -> {b, c}, c down
 # for the whole stream; a spools for it (its slots go back upstream once the spool holds them,
 # so the producer finishes, told where the messages wait), then c starts and gets the spool by
-# RDMA, exactly once and in order.
+# RDMA, exactly once and in order. spool_after 5s: b's first connection can take more than a
+# second in the guest (rdma_cm's resolution and connect under the emulated CPU), and a branch
+# down for spool_after is spooled too (a CI run spooled b as well, and the producer was told
+# its messages wait at a for b).
 spool() {
   local t="$WORK/spool.toml" pa=7191 pb=7192 pc=7193 ma=7194 n=6000
   cat >"$t" <<T
@@ -422,6 +425,7 @@ listen = "$RXE_IP:$pa"
 metrics = "127.0.0.1:$ma"
 downstream = ["b", "c"]
 spool_dir = "$WORK/spool"
+spool_after = "5s"
 [nodes.b]
 listen = "$RXE_IP:$pb"
 stage = { plugin = "verify-sink", report = "$WORK/spool-b.json" }
