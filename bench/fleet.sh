@@ -131,7 +131,7 @@ cleanup() {
   "$fleet_sh" down "$fleet" >/dev/null 2>&1 || true
   [[ -n ${cg:-} && -d $cg ]] && rmdir "$cg" 2>/dev/null
   # An interrupted run leaves no copies behind either.
-  rm -rf "$copies" "$work/in.bin"
+  rm -rf "$copies" "$work/in.bin" "${whitelist_dir:-}"
   return 0
 }
 trap cleanup EXIT
@@ -376,11 +376,15 @@ run_torrent() {
   ln "$work/in.bin" "$dir/seed/in.bin"
   mktorrent -l 20 -a "http://$tracker/announce" -o "$dir/in.torrent" "$dir/seed/in.bin" \
     >"$dir/mktorrent.log" 2>&1 || { why="mktorrent: $(tail -n 1 "$dir/mktorrent.log")"; return 1; }
-  # Debian's opentracker serves only the torrents of its whitelist, read as user nobody.
-  info_hash "$dir/in.torrent" >"$dir/whitelist"
-  chmod 755 "$dir"
-  chmod 644 "$dir/whitelist"
-  on 0 opentracker -i "${tracker%:*}" -p "${tracker#*:}" -w "$dir/whitelist" \
+  # Debian's opentracker serves only the torrents of its whitelist, read as user nobody: in a
+  # directory of its own under /tmp, since every directory above the run's must be one nobody
+  # may enter (a clone in a mktemp -d directory, mode 700, made every announce "not authorized").
+  [[ -z ${whitelist_dir:-} ]] || rm -rf "$whitelist_dir" # the last run's
+  whitelist_dir=$(mktemp -d /tmp/hoprelay-tracker.XXXXXX)
+  chmod 755 "$whitelist_dir"
+  info_hash "$dir/in.torrent" >"$whitelist_dir/whitelist"
+  chmod 644 "$whitelist_dir/whitelist"
+  on 0 opentracker -i "${tracker%:*}" -p "${tracker#*:}" -w "$whitelist_dir/whitelist" \
     >"$dir/tracker.log" 2>&1 &
   local common=(--enable-dht=false --enable-dht6=false --bt-enable-lpd=false
     --enable-peer-exchange=false --seed-ratio=0.0 --seed-time=600 --file-allocation=none
