@@ -551,7 +551,10 @@ std::string json_text(const std::string& s) {
 // --wait-all: waits for the spools that hold part of the stream (spool_wait.h) and says which
 // hosts do not have everything at the end, on standard error. True when every host has it.
 bool wait_all(const SendOptions& o, const Spooled& spooled, SpoolWaitResult& result) {
-  if (spooled.empty()) return true;
+  if (spooled.empty()) {
+    if (!o.json) std::printf("every host has every message: none of it waited in a spool\n");
+    return true;
+  }
   const config::Topology topology =
       config::load_topology(o.topology, config::PluginCheck{config::PluginCheck::Mode::kNone, ""});
   result = wait_for_spools(topology, spooled, std::chrono::milliseconds(o.wait_all_ms),
