@@ -18,10 +18,9 @@
 #include <vector>
 
 #include "hoprelay/client.hpp"
-#include "hoprelay/config/topology.h"
 #include "hoprelay/stages/pattern.h"
+#include "send_summary.h"
 #include "spdlog/spdlog.h"
-#include "spool_wait.h"
 #include "stop_signals.h"
 #include "streams.h"
 
@@ -345,112 +344,6 @@ uint64_t send_stream(Producer& p, Sender& s, const SendOptions& o, int fd) {
   return n;
 }
 
-// What became of the messages: tallied from each message's outcome (libhoprelay calls back
-// from inside its calls, on this thread).
-class Outcomes {
- public:
-  explicit Outcomes(bool resume) : resume_(resume) {}
-  static void on_outcome(void* self, const hoprelay_outcome* o) {
-    static_cast<Outcomes*>(self)->add(*o);
-  }
-  void add(const hoprelay_outcome& o) {
-    origin_ = o.origin;
-    if (o.status == HOPRELAY_REPEAT) {
-      if (repeats_ == 0) first_repeat_ = o.seq;
-      last_repeat_ = o.seq;
-      ++repeats_;
-      return;
-    }
-    if (o.spooled) ++spooled_[{o.spooled_at, o.spooled_for}];
-    if (o.status != HOPRELAY_DROPPED) return;
-    ++dropped_;
-    // Counted at every place that gave it up for the main reason (behind a fan-out, each
-    // branch that dropped it lost it), keyed by the place and its words; drops of another
-    // reason are consequences of the main one (incomplete further down).
-    bool counted = false;
-    for (uint32_t i = 0; i < o.n_drops; ++i) {
-      if (o.drop[i].reason != o.reason) continue;
-      ++by_place_[{o.drop[i].node, hoprelay_drop_reason_name(o.drop[i].reason), o.drop[i].detail}];
-      counted = true;
-    }
-    if (!counted && o.n_drops > 0) {
-      ++by_place_[{o.drop[0].node, hoprelay_drop_reason_name(o.drop[0].reason), o.drop[0].detail}];
-    }
-    if (o.drops > o.n_drops) ++unnamed_;
-    if (o.partial) ++partial_;
-  }
-  uint64_t dropped() const { return dropped_; }
-  uint64_t repeats() const { return repeats_; }
-  const Spooled& spooled() const { return spooled_; }
-  // The drops by place and reason, for the JSON summary: "[{...}, ...]".
-  std::string drops_json() const {
-    std::map<std::pair<std::string, std::string>, uint64_t> by;
-    for (const auto& [key, n] : by_place_) by[{std::get<0>(key), std::get<1>(key)}] += n;
-    std::string out = "[";
-    for (const auto& [key, n] : by) {
-      out += (out.size() > 1 ? ", " : "") + std::string("{\"at\": \"") + key.first +
-             "\", \"reason\": \"" + key.second + "\", \"messages\": " + std::to_string(n) + "}";
-    }
-    return out + "]";
-  }
-  // "10 of 10 messages dropped at b: stage_error (crc32c: ...)", one line per place; the
-  // repeats; nothing when everything was delivered.
-  // `lines`: the spooled lines on standard output (not with --json, whose summary has them).
-  void print(uint64_t messages, uint64_t delivered, bool lines = true) const {
-    // Delivered, but for a branch that takes them later from a spool (docs/topology.md).
-    for (const auto& [key, n] : lines ? spooled_ : Spooled{}) {
-      std::printf("%llu delivered, of which %llu still spooled at %s for %s\n",
-                  static_cast<unsigned long long>(delivered), static_cast<unsigned long long>(n),
-                  key.first.c_str(), key.second.c_str());
-    }
-    for (const auto& [key, n] : by_place_) {
-      const auto& [node, reason, detail] = key;
-      std::fprintf(stderr, "hoprelay send: %llu of %llu messages dropped at %s: %s%s%s%s\n",
-                   static_cast<unsigned long long>(n), static_cast<unsigned long long>(messages),
-                   node.c_str(), reason.c_str(), detail.empty() ? "" : " (", detail.c_str(),
-                   detail.empty() ? "" : ")");
-    }
-    if (unnamed_) {
-      std::fprintf(stderr,
-                   "hoprelay send: %llu of the dropped messages were also dropped at more places "
-                   "than an outcome names (%d): the drop lines in the nodes' logs name them\n",
-                   static_cast<unsigned long long>(unnamed_), HOPRELAY_OUTCOME_RECORDS);
-    }
-    if (partial_) {
-      std::fprintf(stderr,
-                   "hoprelay send: %llu of the dropped messages were delivered on other "
-                   "branches\n",
-                   static_cast<unsigned long long>(partial_));
-    }
-    if (repeats_ && resume_) {
-      std::fprintf(stderr,
-                   "hoprelay send: origin %u resumed: the head already had sequence numbers "
-                   "%llu-%llu; those %llu messages were not sent again\n",
-                   origin_, static_cast<unsigned long long>(first_repeat_),
-                   static_cast<unsigned long long>(last_repeat_),
-                   static_cast<unsigned long long>(repeats_));
-    } else if (repeats_) {
-      std::fprintf(stderr,
-                   "hoprelay send: origin %u: the head already had sequence numbers %llu-%llu; "
-                   "%llu messages dropped as repeats (use --first-seq %llu to append new data, "
-                   "--resume if this is the input an interrupted send of this origin was "
-                   "sending, or another origin)\n",
-                   origin_, static_cast<unsigned long long>(first_repeat_),
-                   static_cast<unsigned long long>(last_repeat_),
-                   static_cast<unsigned long long>(repeats_),
-                   static_cast<unsigned long long>(last_repeat_ + 1));
-    }
-  }
-
- private:
-  bool resume_;  // --resume: repeats are the part an interrupted send got through
-  uint32_t origin_ = 0;
-  uint64_t dropped_ = 0, partial_ = 0, repeats_ = 0, unnamed_ = 0;
-  uint64_t first_repeat_ = 0, last_repeat_ = 0;
-  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> by_place_;
-  Spooled spooled_;  // (node, branch)
-};
-
 // While the producer waits for the head to accept it (up to --connect-timeout), one line a
 // second on a terminal, so that a head that is down is not 30 s of silence. Not when stderr
 // is a file or a pipe: scripts and logs get the one error line at the end instead.
@@ -537,78 +430,6 @@ int report_interrupted(Producer& p, bool ending, bool run_head) {
                           : "the messages the head has already are not sent again");
   }
   return 128 + stop_signal();
-}
-
-std::string json_text(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// --wait-all: waits for the spools that hold part of the stream (spool_wait.h) and says which
-// hosts do not have everything at the end, on standard error. True when every host has it.
-bool wait_all(const SendOptions& o, const Spooled& spooled, SpoolWaitResult& result) {
-  if (spooled.empty()) {
-    if (!o.json) std::printf("every host has every message: none of it waited in a spool\n");
-    return true;
-  }
-  const config::Topology topology =
-      config::load_topology(o.topology, config::PluginCheck{config::PluginCheck::Mode::kNone, ""});
-  result = wait_for_spools(topology, spooled, std::chrono::milliseconds(o.wait_all_ms),
-                           ::isatty(STDERR_FILENO), [] { return stop_signal() != 0; });
-  if (result.behind.empty()) {
-    if (!o.json) {
-      std::printf(
-          "every host has every message: the spools that held part of it drained in %.1f s\n",
-          result.seconds);
-    }
-    return true;
-  }
-  for (const auto& b : result.behind) {
-    std::string hosts;
-    for (const auto& h : b.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
-    std::fprintf(stderr,
-                 "hoprelay send: not every host has everything yet after %.0f s: %s (%llu of this "
-                 "stream's messages were spooled at %s for %s: %s)\n",
-                 result.seconds, hosts.c_str(), static_cast<unsigned long long>(b.spooled),
-                 b.at.c_str(), b.branch.c_str(), b.why.c_str());
-  }
-  return false;
-}
-
-// --json: the summary, one object on one line.
-void print_json(uint32_t origin, uint64_t messages, uint64_t bytes, double secs, uint64_t delivered,
-                const Outcomes& outcomes, bool waited, const SpoolWaitResult& wait, bool complete,
-                int code) {
-  std::string spooled = "[";
-  for (const auto& [key, n] : outcomes.spooled()) {
-    const SpoolWaitResult::Behind* behind = nullptr;
-    for (const auto& b : wait.behind) {
-      if (b.at == key.first && b.branch == key.second) behind = &b;
-    }
-    std::string left =
-        waited ? (behind && behind->left >= 0 ? std::to_string(static_cast<uint64_t>(behind->left))
-                  : behind                    ? "null"
-                                              : "0")
-               : "null";
-    spooled += (spooled.size() > 1 ? ", " : "") + std::string("{\"at\": ") + json_text(key.first) +
-               ", \"for\": " + json_text(key.second) + ", \"messages\": " + std::to_string(n) +
-               ", \"left\": " + left +
-               (behind ? ", \"why\": " + json_text(behind->why) : std::string()) + "}";
-  }
-  spooled += "]";
-  std::printf(
-      "{\"origin\": %u, \"messages\": %llu, \"bytes\": %llu, \"seconds\": %.3f, \"delivered\": "
-      "%llu, \"dropped\": %llu, \"repeats\": %llu, \"drops\": %s, \"spooled\": %s, "
-      "\"waited_seconds\": %.1f, \"complete\": %s, \"exit\": %d}\n",
-      origin, static_cast<unsigned long long>(messages), static_cast<unsigned long long>(bytes),
-      secs, static_cast<unsigned long long>(delivered),
-      static_cast<unsigned long long>(outcomes.dropped()),
-      static_cast<unsigned long long>(outcomes.repeats()), outcomes.drops_json().c_str(),
-      spooled.c_str(), wait.seconds, complete ? "true" : "false", code);
 }
 
 }  // namespace
